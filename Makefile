@@ -1,0 +1,47 @@
+# PGXS-style entry points for pg_scoot (thin wrappers; the work is done by cargo-pgrx and scripts/).
+#
+#   make                 release build + package into target/release/pg_scoot-pg15/ (no install)
+#   make install         release build installed into $(PG_CONFIG)'s directories
+#   make installcheck    pg_regress (sql/) + isolation specs against a RUNNING server (PGHOST/PGPORT)
+#   make check           the full test run (= scripts/test.sh; what CI runs)
+#   make demo            pgbench TPC-B on scoot tables in a throw-away cluster
+#   make bench           heap vs scoot pgbench comparison -> bench/results/latest.{md,json}
+#   make setup           install the toolchain / packages (scripts/setup.sh)
+#   make cluster-start / cluster-stop   a persistent throw-away cluster in /tmp/pg_scoot_cluster
+#
+# PG_CONFIG defaults to pg_config on PATH, else /usr/lib/postgresql/15/bin/pg_config.
+
+PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresql/15/bin/pg_config)
+export PG_CONFIG
+CARGO ?= cargo
+
+.PHONY: all package install installcheck check test demo bench setup cluster-start cluster-stop
+
+all: package
+
+package:
+	$(CARGO) pgrx package --pg-config "$(PG_CONFIG)"
+
+install:
+	$(CARGO) pgrx install --release --pg-config "$(PG_CONFIG)"
+
+installcheck:
+	bash scripts/installcheck.sh
+
+check test:
+	bash scripts/test.sh
+
+demo:
+	bash scripts/demo.sh
+
+bench:
+	bash scripts/bench.sh
+
+setup:
+	bash scripts/setup.sh
+
+cluster-start:
+	bash scripts/cluster.sh start
+
+cluster-stop:
+	bash scripts/cluster.sh stop

@@ -1,0 +1,2 @@
+-- setup: runs first, once per test database.
+CREATE EXTENSION pg_scoot;

@@ -1,0 +1,593 @@
+//! Index access to scoot rows. Index entries point at a chain *root*; an update that changes no
+//! indexed column (HOT-style) adds a heap-only version anywhere in the arena and links it from
+//! the older version, so the root TID (and the index) stays valid. Index fetches walk the chain
+//! under the root block's shared lock and return the version the snapshot sees.
+//!
+//! Pruning replaces a chain's dead prefix by a redirect at the root (under the root block's
+//! exclusive lock, so no walker is inside the chain) and frees the dead heap-only versions;
+//! a fully dead chain leaves a DEAD root for VACUUM to remove from the indexes.
+use super::{check_conflict_out, predicate_lock_row, tid_of};
+use crate::block::{RowHdr, F_HEAP_ONLY, F_HOT_UPDATED, ST_DEAD, ST_NORMAL, ST_REDIRECT};
+use crate::ffi;
+use crate::mvcc::{self, Htsv, HEAP_XMAX_INVALID};
+use crate::row;
+use crate::storage::{self, Locked};
+use crate::tabledir::{self, TableRef};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::c_void;
+
+/// Does `h` continue its chain with a heap-only newer version?
+#[inline]
+pub fn hot_next(h: &RowHdr) -> Option<(u32, u32, u32)> {
+    if h.flags & F_HOT_UPDATED != 0 && h.infomask() & HEAP_XMAX_INVALID == 0 && h.has_next() {
+        Some((h.next_block, h.next_slot, mvcc::update_xid(h)))
+    } else {
+        None
+    }
+}
+
+/// Walks the chain rooted at (rb, rs), calling `f(lock, slot, hdr)` for each member until it
+/// returns true. Holds the root's block shared for the whole walk. Returns the member on which
+/// `f` stopped.
+pub fn walk_chain(
+    t: TableRef,
+    rb: u32,
+    rs: u32,
+    mut f: impl FnMut(&Locked, u32, &RowHdr) -> bool,
+) -> Option<(u32, u32)> {
+    let root = storage::lock(t, rb, false)?;
+    if !storage::slot_in_range(&root, rs) {
+        return None;
+    }
+    let rh = root.row(rs);
+    let (mut cb, mut cs, mut prior): (u32, u32, Option<u32>) = match rh.state() {
+        ST_REDIRECT => (rh.next_block, rh.next_slot, None),
+        ST_NORMAL if rh.flags & F_HEAP_ONLY == 0 => (rb, rs, None),
+        _ => return None,
+    };
+    let mut first = true;
+    for _ in 0..1_000_000 {
+        let other;
+        let l: &Locked = if cb == rb {
+            &root
+        } else {
+            other = storage::lock(t, cb, false)?;
+            &other
+        };
+        if !storage::slot_in_range(l, cs) {
+            return None;
+        }
+        let h = l.row(cs);
+        if h.state() != ST_NORMAL {
+            return None;
+        }
+        if let Some(px) = prior {
+            if h.xmin != px {
+                return None;
+            }
+        }
+        if !(first && cb == rb && cs == rs) && h.flags & F_HEAP_ONLY == 0 {
+            return None; // a redirect must lead to a heap-only member
+        }
+        first = false;
+        if f(l, cs, h) {
+            return Some((cb, cs));
+        }
+        match hot_next(h) {
+            Some((nb, ns, x)) => {
+                cb = nb;
+                cs = ns;
+                prior = Some(x);
+            }
+            None => return None,
+        }
+    }
+    None
+}
+
+/// The chain member visible to `snap` (MVCC), with serializable bookkeeping.
+pub fn chain_visible(rel: pg_sys::Relation, t: TableRef, rb: u32, rs: u32, snap: pg_sys::Snapshot) -> Option<(u32, u32)> {
+    walk_chain(t, rb, rs, |_l, s, h| {
+        let vis = mvcc::visible(h, snap);
+        check_conflict_out(rel, h, vis, snap);
+        vis
+    })
+    .inspect(|&(b, s)| {
+        if let Some(l) = storage::lock(t, b, false) {
+            predicate_lock_row(rel, b, s, l.row(s), snap);
+        }
+    })
+}
+
+/// Removes the dead prefix of the chain rooted at (rb, rs). `is_dead` decides deadness (a fixed
+/// horizon for VACUUM, the GlobalVis test for opportunistic pruning). Returns true if the root
+/// became DEAD (the whole chain is gone and index entries must be removed).
+pub fn prune_chain(t: TableRef, rb: u32, rs: u32, is_dead: &dyn Fn(&RowHdr) -> bool) -> bool {
+    // phase 1: record the chain under shared locks
+    let mut dead: Vec<(u32, u32, u32)> = Vec::new();
+    let mut first_live: Option<(u32, u32)> = None;
+    let root_state;
+    let root_target;
+    let root_xmin;
+    {
+        let Some(root) = storage::lock(t, rb, false) else { return false };
+        if !storage::slot_in_range(&root, rs) {
+            return false;
+        }
+        let h = root.row(rs);
+        root_state = h.state();
+        root_target = (h.next_block, h.next_slot);
+        root_xmin = h.xmin;
+        if root_state == ST_DEAD || (root_state == ST_NORMAL && h.flags & F_HEAP_ONLY != 0) {
+            return root_state == ST_DEAD;
+        }
+    }
+    let mut walked_to_end = false;
+    walk_chain(t, rb, rs, |l, s, h| {
+        if is_dead(h) {
+            dead.push((l.b, s, h.xmin));
+            if hot_next(h).is_none() {
+                walked_to_end = true;
+            }
+            false
+        } else {
+            first_live = Some((l.b, s));
+            true
+        }
+    });
+    if dead.is_empty() {
+        return false;
+    }
+    if first_live.is_none() {
+        // the walk stopped early without finding a live member: is the last dead member the
+        // real end of the chain? (hot_next None) - only then is the whole chain dead
+        if !walked_to_end {
+            return false;
+        }
+    }
+    // phase 2: redirect (or kill) the root under its exclusive lock, verifying nothing changed
+    {
+        let Some(root) = storage::lock(t, rb, true) else { return false };
+        let h = root.row(rs);
+        let same = h.state() == root_state
+            && match root_state {
+                ST_REDIRECT => (h.next_block, h.next_slot) == root_target,
+                _ => h.xmin == root_xmin,
+            };
+        if !same {
+            return false;
+        }
+        match first_live {
+            Some((lb, ls)) if (lb, ls) != (rb, rs) => storage::make_redirect(&root, rs, lb, ls),
+            Some(_) => return false,
+            None => storage::make_dead(&root, rs),
+        }
+    }
+    // phase 3: free the dead heap-only members (no walker can reach them any more)
+    for (b, s, xmin) in dead {
+        if (b, s) == (rb, rs) {
+            continue;
+        }
+        if let Some(l) = storage::lock(t, b, true) {
+            let h = l.row(s);
+            if storage::slot_in_range(&l, s) && h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY != 0 && h.xmin == xmin {
+                storage::free_slot(&l, s);
+            }
+        }
+    }
+    first_live.is_none()
+}
+
+// ---------------------------------------------------------------- index fetch
+
+#[repr(C)]
+struct IndexFetch {
+    base: pg_sys::IndexFetchTableData,
+    t: TableRef,
+    /// for call_again with non-MVCC snapshots: the member returned last
+    last: Option<(u32, u32)>,
+    vistest: *mut pg_sys::GlobalVisState,
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut pg_sys::IndexFetchTableData {
+    unsafe {
+        let t = tabledir::resolve(rel);
+        let f = pg_sys::palloc0(std::mem::size_of::<IndexFetch>()) as *mut IndexFetch;
+        (*f).base.rel = rel;
+        (*f).t = t;
+        (*f).last = None;
+        (*f).vistest = std::ptr::null_mut();
+        f as *mut pg_sys::IndexFetchTableData
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_fetch_reset(data: *mut pg_sys::IndexFetchTableData) {
+    unsafe { (*(data as *mut IndexFetch)).last = None }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
+    unsafe { pg_sys::pfree(data as *mut c_void) }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_fetch_tuple(
+    scan: *mut pg_sys::IndexFetchTableData,
+    tid: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    call_again: *mut bool,
+    all_dead: *mut bool,
+) -> bool {
+    unsafe {
+        let f = &mut *(scan as *mut IndexFetch);
+        let rel = f.base.rel;
+        if !f.t.is_current() {
+            f.t = tabledir::resolve(rel);
+        }
+        let t = f.t;
+        let continuing = *call_again;
+        if !continuing {
+            f.last = None;
+        }
+        if !all_dead.is_null() {
+            *all_dead = false;
+        }
+        let Some((rb, rs)) = super::decode_tid(tid) else {
+            *call_again = false;
+            return false;
+        };
+        if f.vistest.is_null() {
+            f.vistest = pg_sys::GlobalVisTestFor(rel);
+        }
+        let vistest = f.vistest;
+        let mvcc_snap = ffi::is_mvcc_snapshot(snapshot);
+        let mut skipping = f.last.is_some();
+        let last = f.last;
+        let mut dead_prefix = 0u32;
+        let mut seen_live = false;
+        let mut members = 0u32;
+        let mut more = false;
+        let found = walk_chain(t, rb, rs, |l, s, h| {
+            members += 1;
+            if skipping {
+                if Some((l.b, s)) == last {
+                    skipping = false;
+                }
+                return false;
+            }
+            let vis = mvcc::visible(h, snapshot);
+            check_conflict_out(rel, h, vis, snapshot);
+            if vis {
+                predicate_lock_row(rel, l.b, s, h, snapshot);
+                row::read_row(l.blk, s, slot);
+                (*slot).tts_tid = tid_of(l.b, s);
+                (*slot).tts_tableOid = (*rel).rd_id;
+                more = hot_next(h).is_some();
+                return true;
+            }
+            if !seen_live && mvcc::dead_to_all(h, vistest) {
+                dead_prefix += 1;
+            } else {
+                seen_live = true;
+            }
+            false
+        });
+        match found {
+            Some(pos) => {
+                f.last = Some(pos);
+                *call_again = !mvcc_snap && more;
+            }
+            None => {
+                f.last = None;
+                *call_again = false;
+                if !all_dead.is_null() && !continuing {
+                    // every member dead to everyone (or the root is already dead): the index
+                    // entry can be killed
+                    let root_dead = storage::lock(t, rb, false)
+                        .map(|l| storage::slot_in_range(&l, rs) && l.row(rs).state() == ST_DEAD)
+                        .unwrap_or(false);
+                    *all_dead = root_dead || (members > 0 && !seen_live && dead_prefix == members);
+                }
+            }
+        }
+        // opportunistic pruning keeps hot chains short (heap_page_prune_opt's job)
+        if dead_prefix >= 2 || (found.is_none() && dead_prefix >= 1 && !seen_live) {
+            prune_chain(t, rb, rs, &|h| mvcc::dead_to_all(h, vistest));
+        }
+        if found.is_none() {
+            ffi::exec_clear_tuple(slot);
+        }
+        found.is_some()
+    }
+}
+
+// ---------------------------------------------------------------- index_delete_tuples
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_delete_tuples(
+    rel: pg_sys::Relation,
+    delstate: *mut pg_sys::TM_IndexDeleteOp,
+) -> pg_sys::TransactionId {
+    unsafe {
+        let t = tabledir::resolve(rel);
+        let vistest = pg_sys::GlobalVisTestFor(rel);
+        let d = &mut *delstate;
+        let mut latest: u32 = 0;
+        for i in 0..d.ndeltids as usize {
+            let del = &*d.deltids.add(i);
+            let Some((rb, rs)) = super::decode_tid(&del.tid) else { continue };
+            let mut all_dead = true;
+            let mut members = 0;
+            let root_dead = storage::lock(t, rb, false)
+                .map(|l| storage::slot_in_range(&l, rs) && l.row(rs).state() == ST_DEAD)
+                .unwrap_or(false);
+            if !root_dead {
+                walk_chain(t, rb, rs, |_l, _s, h| {
+                    members += 1;
+                    if mvcc::dead_to_all(h, vistest) {
+                        let x = mvcc::update_xid(h);
+                        if ffi::xid_valid(x) && (latest == 0 || mvcc::precedes(latest, x)) {
+                            latest = x;
+                        }
+                        false
+                    } else {
+                        all_dead = false;
+                        true
+                    }
+                });
+            }
+            if root_dead || (members > 0 && all_dead) {
+                (*d.status.add(del.id as usize)).knowndeletable = true;
+            }
+        }
+        ffi::xid(latest)
+    }
+}
+
+// ---------------------------------------------------------------- index build
+
+/// Evaluates an index predicate (ExecQual, inline in C).
+unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
+    unsafe {
+        if state.is_null() {
+            return true;
+        }
+        let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+        let mut isnull = false;
+        let d = ((*state).evalfunc.unwrap())(state, econtext, &mut isnull);
+        pg_sys::MemoryContextSwitchTo(old);
+        !isnull && d.value() != 0
+    }
+}
+
+/// Iterates the chain roots of the table (optionally only the arena blocks a parallel scan hands
+/// this worker), in TID order.
+unsafe fn for_each_block(rel: pg_sys::Relation, t: TableRef, scan: pg_sys::TableScanDesc, mut f: impl FnMut(u32)) {
+    unsafe {
+        if !scan.is_null() && !(*scan).rs_parallel.is_null() {
+            let st = super::scan::state(scan);
+            let pb = (*scan).rs_parallel as pg_sys::ParallelBlockTableScanDesc;
+            pg_sys::table_block_parallelscan_startblock_init(rel, &mut st.pworker, pb);
+            loop {
+                let b = pg_sys::table_block_parallelscan_nextpage(rel, &mut st.pworker, pb);
+                if b == pg_sys::InvalidBlockNumber || b >= crate::arena::nblocks() {
+                    break;
+                }
+                if crate::arena::block_desc(b).owner.load(std::sync::atomic::Ordering::Acquire) == t.owner() {
+                    f(b);
+                }
+            }
+        } else {
+            for b in tabledir::blocks_of(t) {
+                f(b);
+            }
+        }
+    }
+}
+
+/// Roots (slots that start a chain) of block `b`.
+fn roots_of(t: TableRef, b: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    if let Some(l) = storage::lock(t, b, false) {
+        for s in 0..l.hwm() {
+            let h = l.row(s);
+            if (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0) || h.state() == ST_REDIRECT {
+                v.push(s);
+            }
+        }
+    }
+    v
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_build_range_scan(
+    table_rel: pg_sys::Relation,
+    index_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+    _allow_sync: bool,
+    anyvisible: bool,
+    _progress: bool,
+    start_blockno: pg_sys::BlockNumber,
+    numblocks: pg_sys::BlockNumber,
+    callback: pg_sys::IndexBuildCallback,
+    callback_state: *mut c_void,
+    scan: pg_sys::TableScanDesc,
+) -> f64 {
+    unsafe {
+        let t = tabledir::resolve(table_rel);
+        let callback = callback.unwrap();
+        let estate = pg_sys::CreateExecutorState();
+        let econtext = pg_sys::MakePerTupleExprContext(estate);
+        let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
+        (*econtext).ecxt_scantuple = slot;
+        let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
+        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+
+        // which snapshot: a parallel scan's, a fresh MVCC one for concurrent builds, else all
+        let mut registered: pg_sys::Snapshot = std::ptr::null_mut();
+        let snapshot: pg_sys::Snapshot = if !scan.is_null() {
+            (*scan).rs_snapshot
+        } else if (*index_info).ii_Concurrent {
+            registered = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+            registered
+        } else {
+            std::ptr::null_mut()
+        };
+        let oldest_xmin = if snapshot.is_null() && !anyvisible {
+            pg_sys::GetOldestNonRemovableTransactionId(table_rel).into_inner()
+        } else {
+            0
+        };
+        let vpb = crate::arena::vpb();
+        let page_ok = |b: u32, s: u32| -> bool {
+            if numblocks == pg_sys::InvalidBlockNumber && start_blockno == 0 {
+                return true;
+            }
+            let page = ffi::tid_page(&tid_of(b, s));
+            page >= start_blockno && (numblocks == pg_sys::InvalidBlockNumber || page < start_blockno + numblocks)
+        };
+        let _ = vpb;
+        let mut reltuples = 0f64;
+        for_each_block(table_rel, t, scan, |b| {
+            for rs in roots_of(t, b) {
+                if !page_ok(b, rs) {
+                    continue;
+                }
+                // decide which chain members get an index entry (all under the root tid)
+                let mut to_index: Vec<(u32, u32, bool)> = Vec::new();
+                walk_chain(t, b, rs, |l, s, h| {
+                    if !snapshot.is_null() {
+                        if mvcc::visible(h, snapshot) {
+                            to_index.push((l.b, s, true));
+                            return true;
+                        }
+                        return false;
+                    }
+                    let state = if anyvisible {
+                        match mvcc::htsv_horizon(h).0 {
+                            Htsv::Dead => Htsv::Dead,
+                            _ => Htsv::Live,
+                        }
+                    } else {
+                        mvcc::htsv(h, oldest_xmin)
+                    };
+                    match state {
+                        Htsv::Dead => {}
+                        Htsv::Live | Htsv::InsertInProgress => to_index.push((l.b, s, true)),
+                        Htsv::RecentlyDead | Htsv::DeleteInProgress => {
+                            if hot_next(h).is_some() {
+                                (*index_info).ii_BrokenHotChain = true;
+                            } else {
+                                to_index.push((l.b, s, false));
+                            }
+                        }
+                    }
+                    false
+                });
+                for (mb, ms, alive) in to_index {
+                    let Some(l) = storage::lock(t, mb, false) else { continue };
+                    if !storage::slot_in_range(&l, ms) || l.row(ms).state() != ST_NORMAL {
+                        continue;
+                    }
+                    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+                    row::read_row(l.blk, ms, slot);
+                    drop(l);
+                    pg_sys::MemoryContextSwitchTo(old);
+                    (*slot).tts_tid = tid_of(mb, ms);
+                    if alive {
+                        reltuples += 1.0;
+                    }
+                    if !exec_qual(predicate, econtext) {
+                        continue;
+                    }
+                    pg_sys::FormIndexDatum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+                    let mut root_tid = tid_of(b, rs);
+                    callback(index_rel, &mut root_tid, values.as_mut_ptr(), isnull.as_mut_ptr(), alive, callback_state);
+                }
+            }
+        });
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        pg_sys::FreeExecutorState(estate);
+        if !registered.is_null() {
+            pg_sys::UnregisterSnapshot(registered);
+        }
+        (*index_info).ii_ExpressionsState = std::ptr::null_mut();
+        (*index_info).ii_PredicateState = std::ptr::null_mut();
+        reltuples
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_validate_scan(
+    table_rel: pg_sys::Relation,
+    index_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+    snapshot: pg_sys::Snapshot,
+    state: *mut pg_sys::ValidateIndexState,
+) {
+    unsafe {
+        let t = tabledir::resolve(table_rel);
+        // TIDs already in the index (sorted)
+        let mut in_index: Vec<u64> = Vec::new();
+        loop {
+            let mut d = pg_sys::Datum::from(0usize);
+            let mut isnull = false;
+            if !pg_sys::tuplesort_getdatum((*state).tuplesort, true, &mut d, &mut isnull, std::ptr::null_mut()) {
+                break;
+            }
+            let mut tid = pg_sys::ItemPointerData::default();
+            pg_sys::itemptr_decode(&mut tid, d.value() as i64);
+            if let Some((b, s)) = super::decode_tid(&tid) {
+                in_index.push(((b as u64) << 32) | s as u64);
+            }
+            (*state).itups += 1.0;
+        }
+        in_index.sort_unstable();
+        let estate = pg_sys::CreateExecutorState();
+        let econtext = pg_sys::MakePerTupleExprContext(estate);
+        let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
+        (*econtext).ecxt_scantuple = slot;
+        let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
+        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+        let unique = if (*index_info).ii_Unique {
+            pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES
+        } else {
+            pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO
+        };
+        for b in tabledir::blocks_of(t) {
+            for rs in roots_of(t, b) {
+                let Some((mb, ms)) = walk_chain(t, b, rs, |_l, _s, h| mvcc::visible(h, snapshot)) else {
+                    continue;
+                };
+                (*state).htups += 1.0;
+                if in_index.binary_search(&(((b as u64) << 32) | rs as u64)).is_ok() {
+                    continue;
+                }
+                let Some(l) = storage::lock(t, mb, false) else { continue };
+                pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+                let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+                row::read_row(l.blk, ms, slot);
+                drop(l);
+                pg_sys::MemoryContextSwitchTo(old);
+                if !exec_qual(predicate, econtext) {
+                    continue;
+                }
+                pg_sys::FormIndexDatum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+                let mut root_tid = tid_of(b, rs);
+                pg_sys::index_insert(index_rel, values.as_mut_ptr(), isnull.as_mut_ptr(), &mut root_tid, table_rel, unique, false, index_info);
+                (*state).tups_inserted += 1.0;
+            }
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        pg_sys::FreeExecutorState(estate);
+        (*index_info).ii_ExpressionsState = std::ptr::null_mut();
+        (*index_info).ii_PredicateState = std::ptr::null_mut();
+    }
+}

@@ -1,0 +1,615 @@
+//! Scans over the blocks of a scoot table: sequential (forward/backward), parallel (arena blocks
+//! handed out by PostgreSQL's block allocator), TID range, bitmap heap scans, TABLESAMPLE and the
+//! ANALYZE sampler. Each row is checked for visibility and copied into the slot under its
+//! block's shared lock; no pointer into the arena survives the lock.
+use super::{check_conflict_out, predicate_lock_row, tid_of};
+use crate::arena::{self, TID_OFFSETS_PER_PAGE};
+use crate::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
+use crate::ffi;
+use crate::mvcc::{self, Htsv};
+use crate::row;
+use crate::storage;
+use crate::tabledir::{self, TableRef};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::{c_int, c_void};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Pos {
+    Start,
+    End,
+    At(usize, u32),
+}
+
+pub struct ScanState {
+    pub t: TableRef,
+    pub blocks: Vec<u32>,
+    pos: Pos,
+    tid_lo: u64,
+    tid_hi: u64,
+    pub pworker: pg_sys::ParallelBlockTableScanWorkerData,
+    pstarted: bool,
+    pcur: Option<(u32, u32)>,
+    vis: Vec<(u32, u32)>,
+    vis_pos: usize,
+    page: u32,
+    page_next: u32,
+    page_end: u32,
+    sample_started: bool,
+}
+
+/// A palloc'd holder whose memory-context callback drops the Rust state if the scan is never
+/// ended (error paths), and which `scan_end` empties.
+#[repr(C)]
+pub struct Holder<T> {
+    cb: pg_sys::MemoryContextCallback,
+    pub st: *mut T,
+}
+
+unsafe extern "C-unwind" fn holder_reset<T>(arg: *mut c_void) {
+    unsafe {
+        let h = arg as *mut Holder<T>;
+        if !(*h).st.is_null() {
+            drop(Box::from_raw((*h).st));
+            (*h).st = std::ptr::null_mut();
+        }
+    }
+}
+
+pub fn new_holder<T>(v: T) -> *mut Holder<T> {
+    unsafe {
+        let h = pg_sys::palloc0(std::mem::size_of::<Holder<T>>()) as *mut Holder<T>;
+        (*h).st = Box::into_raw(Box::new(v));
+        (*h).cb.func = Some(holder_reset::<T>);
+        (*h).cb.arg = h as *mut c_void;
+        pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*h).cb);
+        h
+    }
+}
+
+pub fn drop_holder<T>(h: *mut Holder<T>) {
+    unsafe { holder_reset::<T>(h as *mut c_void) }
+}
+
+#[repr(C)]
+pub struct ScootScan {
+    pub base: pg_sys::TableScanDescData,
+    pub h: *mut Holder<ScanState>,
+}
+
+#[inline]
+pub fn state<'a>(scan: pg_sys::TableScanDesc) -> &'a mut ScanState {
+    unsafe { &mut *(*(*(scan as *mut ScootScan)).h).st }
+}
+
+fn ordinal(b: u32, s: u32) -> u64 {
+    b as u64 * arena::max_rows() as u64 + s as u64
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_begin(
+    rel: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    nkeys: c_int,
+    key: *mut pg_sys::ScanKeyData,
+    pscan: pg_sys::ParallelTableScanDesc,
+    flags: u32,
+) -> pg_sys::TableScanDesc {
+    unsafe {
+        let t = tabledir::resolve(rel);
+        if nkeys > 0 {
+            super::unsupported("a scan with scan keys");
+        }
+        let scan = pg_sys::palloc0(std::mem::size_of::<ScootScan>()) as *mut ScootScan;
+        (*scan).base.rs_rd = rel;
+        (*scan).base.rs_snapshot = snapshot;
+        (*scan).base.rs_nkeys = nkeys;
+        (*scan).base.rs_key = key;
+        (*scan).base.rs_flags = flags;
+        (*scan).base.rs_parallel = pscan;
+        let blocks = if pscan.is_null() { tabledir::blocks_of(t) } else { Vec::new() };
+        (*scan).h = new_holder(ScanState {
+            t,
+            blocks,
+            pos: Pos::Start,
+            tid_lo: 0,
+            tid_hi: u64::MAX,
+            pworker: std::mem::zeroed(),
+            pstarted: false,
+            pcur: None,
+            vis: Vec::new(),
+            vis_pos: 0,
+            page: 0,
+            page_next: 0,
+            page_end: 0,
+            sample_started: false,
+        });
+        if flags & (pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN) != 0 {
+            ffi::PredicateLockRelation(rel, snapshot);
+        }
+        scan as pg_sys::TableScanDesc
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
+    unsafe {
+        let s = scan as *mut ScootScan;
+        if (*s).base.rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
+            pg_sys::UnregisterSnapshot((*s).base.rs_snapshot);
+        }
+        drop_holder((*s).h);
+        pg_sys::pfree(s as *mut c_void);
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_rescan(
+    scan: pg_sys::TableScanDesc,
+    _key: *mut pg_sys::ScanKeyData,
+    set_params: bool,
+    allow_strat: bool,
+    allow_sync: bool,
+    allow_pagemode: bool,
+) {
+    unsafe {
+        if set_params {
+            let f = &mut (*scan).rs_flags;
+            let set = |f: &mut u32, bit: u32, on: bool| if on { *f |= bit } else { *f &= !bit };
+            set(f, pg_sys::ScanOptions::SO_ALLOW_STRAT, allow_strat);
+            set(f, pg_sys::ScanOptions::SO_ALLOW_SYNC, allow_sync);
+            set(f, pg_sys::ScanOptions::SO_ALLOW_PAGEMODE, allow_pagemode);
+        }
+        let st = state(scan);
+        if (*scan).rs_parallel.is_null() {
+            st.blocks = tabledir::blocks_of(st.t);
+        }
+        st.pos = Pos::Start;
+        st.pstarted = false;
+        st.pcur = None;
+        st.sample_started = false;
+        st.vis.clear();
+        st.vis_pos = 0;
+    }
+}
+
+/// Looks for the next visible row at or after (bi, s) (forward) or at or before (backward).
+unsafe fn seek(scan: pg_sys::TableScanDesc, forward: bool, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snap = (*scan).rs_snapshot;
+        let st = state(scan);
+        let n = st.blocks.len();
+        let (mut bi, mut s): (isize, i64) = match (st.pos, forward) {
+            (Pos::Start, true) => (0, 0),
+            (Pos::At(b, s), true) => (b as isize, s as i64 + 1),
+            (Pos::End, true) => return false,
+            (Pos::Start, false) => return false,
+            (Pos::At(b, s), false) => (b as isize, s as i64 - 1),
+            (Pos::End, false) => (n as isize - 1, i64::MAX),
+        };
+        while bi >= 0 && (bi as usize) < n {
+            let b = st.blocks[bi as usize];
+            if let Some(l) = storage::lock(st.t, b, false) {
+                let hwm = l.hwm() as i64;
+                if !forward && s >= hwm {
+                    s = hwm - 1;
+                }
+                while s >= 0 && s < hwm {
+                    let sl = s as u32;
+                    let ord = ordinal(b, sl);
+                    let h = l.row(sl);
+                    if h.state() == ST_NORMAL && ord >= st.tid_lo && ord <= st.tid_hi {
+                        let vis = mvcc::visible(h, snap);
+                        check_conflict_out(rel, h, vis, snap);
+                        if vis {
+                            predicate_lock_row(rel, b, sl, h, snap);
+                            row::read_row(l.blk, sl, slot);
+                            (*slot).tts_tid = tid_of(b, sl);
+                            (*slot).tts_tableOid = (*rel).rd_id;
+                            st.pos = Pos::At(bi as usize, sl);
+                            return true;
+                        }
+                    }
+                    s += if forward { 1 } else { -1 };
+                }
+            }
+            if forward {
+                bi += 1;
+                s = 0;
+            } else {
+                bi -= 1;
+                s = i64::MAX;
+            }
+        }
+        st.pos = if forward { Pos::End } else { Pos::Start };
+        false
+    }
+}
+
+/// Parallel scans: arena blocks are handed out by PostgreSQL's parallel block allocator.
+unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snap = (*scan).rs_snapshot;
+        let st = state(scan);
+        let pb = (*scan).rs_parallel as pg_sys::ParallelBlockTableScanDesc;
+        loop {
+            let (b, s) = match st.pcur {
+                Some(c) => c,
+                None => {
+                    if !st.pstarted {
+                        pg_sys::table_block_parallelscan_startblock_init(rel, &mut st.pworker, pb);
+                        st.pstarted = true;
+                    }
+                    let b = pg_sys::table_block_parallelscan_nextpage(rel, &mut st.pworker, pb);
+                    if b == pg_sys::InvalidBlockNumber || b >= arena::nblocks() {
+                        return false;
+                    }
+                    (b, 0)
+                }
+            };
+            if let Some(l) = storage::lock(st.t, b, false) {
+                let hwm = l.hwm();
+                let mut sl = s;
+                while sl < hwm {
+                    let h = l.row(sl);
+                    if h.state() == ST_NORMAL {
+                        let vis = mvcc::visible(h, snap);
+                        check_conflict_out(rel, h, vis, snap);
+                        if vis {
+                            predicate_lock_row(rel, b, sl, h, snap);
+                            row::read_row(l.blk, sl, slot);
+                            (*slot).tts_tid = tid_of(b, sl);
+                            (*slot).tts_tableOid = (*rel).rd_id;
+                            st.pcur = Some((b, sl + 1));
+                            return true;
+                        }
+                    }
+                    sl += 1;
+                }
+            }
+            st.pcur = None;
+        }
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_getnextslot(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    unsafe {
+        let found = if !(*scan).rs_parallel.is_null() {
+            next_parallel(scan, slot)
+        } else if direction == pg_sys::ScanDirection::NoMovementScanDirection {
+            false
+        } else {
+            seek(scan, direction == pg_sys::ScanDirection::ForwardScanDirection, slot)
+        };
+        if !found {
+            ffi::exec_clear_tuple(slot);
+        }
+        found
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_set_tidrange(
+    scan: pg_sys::TableScanDesc,
+    mintid: pg_sys::ItemPointer,
+    maxtid: pg_sys::ItemPointer,
+) {
+    unsafe {
+        let st = state(scan);
+        let vpb = arena::vpb();
+        let conv = |t: &pg_sys::ItemPointerData, lo: bool| -> u64 {
+            let page = ffi::tid_page(t);
+            let b = (page / vpb) as u64;
+            let base = (page % vpb) as u64 * TID_OFFSETS_PER_PAGE as u64;
+            let off = t.ip_posid as u64;
+            let within = if off == 0 {
+                if lo { base as i64 } else { base as i64 - 1 }
+            } else {
+                (base + off.min(TID_OFFSETS_PER_PAGE as u64) - 1) as i64
+            };
+            let v = b as i64 * arena::max_rows() as i64 + within;
+            v.max(0) as u64
+        };
+        st.tid_lo = conv(&*mintid, true);
+        st.tid_hi = if ffi::tid_page(&*maxtid) == u32::MAX { u64::MAX } else { conv(&*maxtid, false) };
+        st.pos = Pos::Start;
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_getnextslot_tidrange(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    unsafe { scan_getnextslot(scan, direction, slot) }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn parallelscan_estimate(rel: pg_sys::Relation) -> pg_sys::Size {
+    unsafe { pg_sys::table_block_parallelscan_estimate(rel) }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn parallelscan_initialize(
+    rel: pg_sys::Relation,
+    pscan: pg_sys::ParallelTableScanDesc,
+) -> pg_sys::Size {
+    unsafe {
+        let sz = pg_sys::table_block_parallelscan_initialize(rel, pscan);
+        let pb = pscan as pg_sys::ParallelBlockTableScanDesc;
+        // hand out arena blocks (the scan skips blocks of other tables)
+        (*pb).phs_nblocks = arena::nblocks();
+        (*pb).base.phs_syncscan = false;
+        sz
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn parallelscan_reinitialize(
+    rel: pg_sys::Relation,
+    pscan: pg_sys::ParallelTableScanDesc,
+) {
+    unsafe { pg_sys::table_block_parallelscan_reinitialize(rel, pscan) }
+}
+
+// ---------------------------------------------------------------- bitmap heap scans
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
+    scan: pg_sys::TableScanDesc,
+    tbmres: *mut pg_sys::TBMIterateResult,
+) -> bool {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snap = (*scan).rs_snapshot;
+        let st = state(scan);
+        st.vis.clear();
+        st.vis_pos = 0;
+        let page = (*tbmres).blockno;
+        let vpb = arena::vpb();
+        let b = page / vpb;
+        if b >= arena::nblocks() {
+            return false;
+        }
+        let base = (page % vpb) * TID_OFFSETS_PER_PAGE;
+        let ntuples = (*tbmres).ntuples;
+        let mut roots: Vec<u32> = Vec::new();
+        if ntuples >= 0 {
+            let offs = (*tbmres).offsets.as_ptr();
+            for i in 0..ntuples as usize {
+                roots.push(base + *offs.add(i) as u32 - 1);
+            }
+        } else {
+            // lossy page: every chain root in the page's slot range
+            if let Some(l) = storage::lock(st.t, b, false) {
+                let hi = (base + TID_OFFSETS_PER_PAGE).min(l.hwm());
+                for s in base..hi {
+                    let h = l.row(s);
+                    if (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0) || h.state() == ST_REDIRECT {
+                        roots.push(s);
+                    }
+                }
+            }
+        }
+        for s in roots {
+            if let Some(found) = super::index::chain_visible(rel, st.t, b, s, snap) {
+                st.vis.push(found);
+            }
+        }
+        !st.vis.is_empty()
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    _tbmres: *mut pg_sys::TBMIterateResult,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let st = state(scan);
+        while st.vis_pos < st.vis.len() {
+            let (b, s) = st.vis[st.vis_pos];
+            st.vis_pos += 1;
+            if let Some(l) = storage::lock(st.t, b, false) {
+                if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
+                    row::read_row(l.blk, s, slot);
+                    (*slot).tts_tid = tid_of(b, s);
+                    (*slot).tts_tableOid = (*rel).rd_id;
+                    return true;
+                }
+            }
+        }
+        ffi::exec_clear_tuple(slot);
+        false
+    }
+}
+
+// ---------------------------------------------------------------- TABLESAMPLE
+
+/// Number of TID pages the table spans (relation_size / BLCKSZ).
+pub fn tid_pages(t: TableRef) -> u32 {
+    tabledir::blocks_of(t).last().map_or(0, |b| (b + 1) * arena::vpb())
+}
+
+/// Slot range [lo, hi) of TID page `page` that holds initialised slots of `t`'s block.
+fn page_slots(t: TableRef, page: u32) -> Option<(u32, u32, u32)> {
+    let vpb = arena::vpb();
+    let b = page / vpb;
+    if b >= arena::nblocks() {
+        return None;
+    }
+    let d = arena::block_desc(b);
+    if d.owner.load(std::sync::atomic::Ordering::Acquire) != t.owner() {
+        return None;
+    }
+    let lo = (page % vpb) * TID_OFFSETS_PER_PAGE;
+    let hi = (lo + TID_OFFSETS_PER_PAGE).min(d.hwm.load(std::sync::atomic::Ordering::Acquire));
+    if hi <= lo {
+        return None;
+    }
+    Some((b, lo, hi))
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_sample_next_block(
+    scan: pg_sys::TableScanDesc,
+    scanstate: *mut pg_sys::SampleScanState,
+) -> bool {
+    unsafe {
+        let st = state(scan);
+        let tsm = (*scanstate).tsmroutine;
+        let nblocks = tid_pages(st.t);
+        let page = if let Some(next) = (*tsm).NextSampleBlock {
+            next(scanstate, nblocks)
+        } else if !st.sample_started {
+            if nblocks == 0 { pg_sys::InvalidBlockNumber } else { 0 }
+        } else if st.page + 1 >= nblocks {
+            pg_sys::InvalidBlockNumber
+        } else {
+            st.page + 1
+        };
+        st.sample_started = true;
+        if page == pg_sys::InvalidBlockNumber {
+            return false;
+        }
+        st.page = page;
+        true
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_sample_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    scanstate: *mut pg_sys::SampleScanState,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snap = (*scan).rs_snapshot;
+        let st = state(scan);
+        let tsm = (*scanstate).tsmroutine;
+        let Some((b, lo, hi)) = page_slots(st.t, st.page) else {
+            ffi::exec_clear_tuple(slot);
+            return false;
+        };
+        let maxoff = (hi - lo) as u16;
+        loop {
+            let off = ((*tsm).NextSampleTuple.unwrap())(scanstate, st.page, maxoff);
+            if off == 0 {
+                ffi::exec_clear_tuple(slot);
+                return false;
+            }
+            let s = lo + off as u32 - 1;
+            if let Some(l) = storage::lock(st.t, b, false) {
+                if s < l.hwm() {
+                    let h = l.row(s);
+                    if h.state() == ST_NORMAL {
+                        let vis = mvcc::visible(h, snap);
+                        check_conflict_out(rel, h, vis, snap);
+                        if vis {
+                            row::read_row(l.blk, s, slot);
+                            (*slot).tts_tid = tid_of(b, s);
+                            (*slot).tts_tableOid = (*rel).rd_id;
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- ANALYZE
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_analyze_next_block(
+    scan: pg_sys::TableScanDesc,
+    blockno: pg_sys::BlockNumber,
+    _bstrategy: pg_sys::BufferAccessStrategy,
+) -> bool {
+    let st = state(scan);
+    match page_slots(st.t, blockno) {
+        Some((_, lo, hi)) => {
+            st.page = blockno;
+            st.page_next = lo;
+            st.page_end = hi;
+            true
+        }
+        None => false,
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    oldest_xmin: pg_sys::TransactionId,
+    liverows: *mut f64,
+    deadrows: *mut f64,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let st = state(scan);
+        let b = st.page / arena::vpb();
+        let Some(l) = storage::lock(st.t, b, false) else {
+            ffi::exec_clear_tuple(slot);
+            return false;
+        };
+        while st.page_next < st.page_end {
+            let s = st.page_next;
+            st.page_next += 1;
+            let h = l.row(s);
+            if h.state() != ST_NORMAL {
+                if h.state() == block::ST_DEAD {
+                    *deadrows += 1.0;
+                }
+                continue;
+            }
+            let sample = match mvcc::htsv(h, oldest_xmin.into_inner()) {
+                Htsv::Live => {
+                    *liverows += 1.0;
+                    true
+                }
+                Htsv::Dead | Htsv::RecentlyDead => {
+                    *deadrows += 1.0;
+                    false
+                }
+                Htsv::InsertInProgress => {
+                    if mvcc::is_current(h.xmin) {
+                        *liverows += 1.0;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Htsv::DeleteInProgress => {
+                    if mvcc::is_current(mvcc::update_xid(h)) {
+                        *deadrows += 1.0;
+                        false
+                    } else {
+                        *liverows += 1.0;
+                        true
+                    }
+                }
+            };
+            if sample {
+                row::read_row(l.blk, s, slot);
+                (*slot).tts_tid = tid_of(b, s);
+                (*slot).tts_tableOid = (*rel).rd_id;
+                return true;
+            }
+        }
+        ffi::exec_clear_tuple(slot);
+        false
+    }
+}

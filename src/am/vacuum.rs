@@ -1,0 +1,189 @@
+//! VACUUM for scoot tables: prune every version chain (redirect past dead versions), free dead
+//! heap-only versions, remove dead chain roots from every index (ambulkdelete) and free them,
+//! freeze old xmins, give empty blocks back to the arena, and report statistics.
+use crate::block::{F_HEAP_ONLY, ST_DEAD, ST_NORMAL, ST_REDIRECT};
+use crate::ffi;
+use crate::mvcc::{self, Htsv};
+use crate::storage;
+use crate::tabledir;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::c_void;
+
+unsafe extern "C-unwind" fn dead_tid_callback(itemptr: pg_sys::ItemPointer, state: *mut c_void) -> bool {
+    unsafe {
+        let dead = &*(state as *const Vec<u64>);
+        match super::decode_tid(itemptr) {
+            Some((b, s)) => dead.binary_search(&(((b as u64) << 32) | s as u64)).is_ok(),
+            None => false,
+        }
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn relation_vacuum(
+    rel: pg_sys::Relation,
+    params: *mut pg_sys::VacuumParams,
+    bstrategy: pg_sys::BufferAccessStrategy,
+) {
+    unsafe {
+        let t = tabledir::resolve(rel);
+        let p = &*params;
+        let mut oldest_xmin = pg_sys::TransactionId::INVALID;
+        let mut oldest_mxact = pg_sys::TransactionId::INVALID;
+        let mut freeze_limit = pg_sys::TransactionId::INVALID;
+        let mut multi_cutoff = pg_sys::TransactionId::INVALID;
+        pg_sys::vacuum_set_xid_limits(
+            rel,
+            p.freeze_min_age,
+            p.freeze_table_age,
+            p.multixact_freeze_min_age,
+            p.multixact_freeze_table_age,
+            &mut oldest_xmin,
+            &mut oldest_mxact,
+            &mut freeze_limit,
+            &mut multi_cutoff,
+        );
+        let horizon = oldest_xmin.into_inner();
+        let flimit = freeze_limit.into_inner();
+        let mcut = multi_cutoff.into_inner();
+        let is_dead = |h: &crate::block::RowHdr| mvcc::htsv(h, horizon) == Htsv::Dead;
+
+        let blocks = tabledir::blocks_of(t);
+        // pass 1: prune chains, freeze, count
+        let mut live = 0f64;
+        let mut dead_versions = 0f64;
+        for &b in &blocks {
+            let roots: Vec<u32> = match storage::lock(t, b, false) {
+                Some(l) => (0..l.hwm())
+                    .filter(|&s| {
+                        let h = l.row(s);
+                        (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0) || h.state() == ST_REDIRECT
+                    })
+                    .collect(),
+                None => continue,
+            };
+            for s in roots {
+                super::index::prune_chain(t, b, s, &is_dead);
+            }
+            pg_sys::vacuum_delay_point();
+        }
+        // pass 2: free dead heap-only versions (now unreachable), freeze, collect dead roots
+        let mut dead_roots: Vec<u64> = Vec::new();
+        for &b in &blocks {
+            let Some(l) = storage::lock(t, b, true) else { continue };
+            for s in 0..l.hwm() {
+                let h = l.row(s);
+                match h.state() {
+                    ST_DEAD => dead_roots.push(((b as u64) << 32) | s as u64),
+                    ST_NORMAL => match mvcc::htsv(h, horizon) {
+                        Htsv::Dead => {
+                            dead_versions += 1.0;
+                            if h.flags & F_HEAP_ONLY != 0 {
+                                storage::free_slot(&l, s);
+                            } else {
+                                // a dead root not reached by pruning (e.g. aborted insert)
+                                storage::make_dead(&l, s);
+                                dead_roots.push(((b as u64) << 32) | s as u64);
+                            }
+                        }
+                        st => {
+                            if st == Htsv::Live || st == Htsv::DeleteInProgress {
+                                live += 1.0;
+                            } else if st == Htsv::RecentlyDead {
+                                dead_versions += 1.0;
+                            }
+                            let m = h.infomask();
+                            if m & mvcc::HEAP_XMIN_COMMITTED != 0
+                                && m & mvcc::HEAP_XMIN_FROZEN != mvcc::HEAP_XMIN_FROZEN
+                                && mvcc::precedes(h.xmin, flimit)
+                            {
+                                storage::freeze_xmin(&l, s);
+                            }
+                            if st == Htsv::Live && m & mvcc::HEAP_XMAX_INVALID == 0 {
+                                let old = if m & mvcc::HEAP_XMAX_IS_MULTI != 0 {
+                                    pg_sys::MultiXactIdPrecedes(ffi::xid(h.xmax), ffi::xid(mcut))
+                                } else {
+                                    mvcc::precedes(h.xmax, flimit)
+                                };
+                                if old {
+                                    storage::clear_xmax(&l, s);
+                                }
+                            }
+                        }
+                    },
+                    _ => {}
+                }
+            }
+            drop(l);
+            pg_sys::vacuum_delay_point();
+        }
+        dead_roots.sort_unstable();
+
+        // pass 3: index cleanup, then free the dead roots
+        let mut nindexes: i32 = 0;
+        let mut irel: *mut pg_sys::Relation = std::ptr::null_mut();
+        pg_sys::vac_open_indexes(rel, pg_sys::RowExclusiveLock as i32, &mut nindexes, &mut irel);
+        for i in 0..nindexes as usize {
+            let mut ivinfo: pg_sys::IndexVacuumInfo = std::mem::zeroed();
+            ivinfo.index = *irel.add(i);
+            ivinfo.analyze_only = false;
+            ivinfo.report_progress = false;
+            ivinfo.estimated_count = true;
+            ivinfo.message_level = pg_sys::DEBUG2 as i32;
+            ivinfo.num_heap_tuples = live;
+            ivinfo.strategy = bstrategy;
+            let mut stats: *mut pg_sys::IndexBulkDeleteResult = std::ptr::null_mut();
+            if !dead_roots.is_empty() {
+                stats = pg_sys::index_bulk_delete(
+                    &mut ivinfo,
+                    stats,
+                    Some(dead_tid_callback),
+                    &mut dead_roots as *mut Vec<u64> as *mut c_void,
+                );
+            }
+            let stats = pg_sys::index_vacuum_cleanup(&mut ivinfo, stats);
+            if !stats.is_null() {
+                pg_sys::pfree(stats as *mut c_void);
+            }
+        }
+        pg_sys::vac_close_indexes(nindexes, irel, pg_sys::NoLock as i32);
+        for &k in &dead_roots {
+            let (b, s) = ((k >> 32) as u32, k as u32);
+            if let Some(l) = storage::lock(t, b, true) {
+                if l.row(s).state() == ST_DEAD {
+                    storage::free_slot(&l, s);
+                }
+            }
+        }
+        // pass 4: empty blocks go back to the arena
+        for &b in &blocks {
+            if let Some(l) = storage::lock(t, b, true) {
+                storage::release_empty_block(t, l);
+            }
+        }
+
+        let pages = super::scan::tid_pages(t);
+        let mut frozenxid_updated = false;
+        let mut minmulti_updated = false;
+        pg_sys::vac_update_relstats(
+            rel,
+            pages,
+            live,
+            0,
+            nindexes > 0,
+            freeze_limit,
+            multi_cutoff,
+            &mut frozenxid_updated,
+            &mut minmulti_updated,
+            false,
+        );
+        pg_sys::pgstat_report_vacuum(
+            (*rel).rd_id,
+            (*(*rel).rd_rel).relisshared,
+            live as i64,
+            dead_versions as i64,
+        );
+        let _ = oldest_mxact;
+    }
+}

@@ -1,0 +1,410 @@
+//! The shared arena: where scoot tuples live.
+//!
+//! * The **arena** is one memfd mapped `MAP_SHARED` by the postmaster at preload time, so every
+//!   backend (forked afterwards) sees it at the same address. It is carved into fixed-size blocks
+//!   (`scoot.block_size`). Only block *contents* (in-block header, row version headers, column
+//!   regions, variable-length area) live in the arena; this is the memory a later snapshot will
+//!   write-protect, so nothing that changes on every access lives here.
+//! * The **control region** lives in PostgreSQL shared memory (`ShmemInitStruct`): one
+//!   [`BlockDesc`] per block (its LWLock, owner, fill counters, modification counter), the block
+//!   free stack, and the table directory (see `tabledir`). Lock words and counters stay outside
+//!   the arena, as the snapshot design requires.
+//!
+//! Block allocation pops a free stack under a short LWLock; freeing pushes it back and punches the
+//! block's pages out of the memfd, so dropped tables give memory back to the OS.
+use crate::ffi;
+use crate::guc;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+pub const CTL_MAGIC: u64 = 0x5C00_7A4E_A000_0001;
+/// Heap line-pointer limit for 8 kB pages: TID offsets must stay in 1..=291.
+pub const TID_OFFSETS_PER_PAGE: u32 = 291;
+pub const NO_BLOCK: u32 = u32::MAX;
+
+/// Per-block descriptor, in PostgreSQL shared memory (never in the arena).
+#[repr(C)]
+pub struct BlockDesc {
+    /// Content lock: shared to read rows, exclusive to change them.
+    pub lock: pg_sys::LWLock,
+    /// `(table_id << 32) | generation`, 0 when the block is free.
+    pub owner: AtomicU64,
+    /// Bumped on every modification (used by snapshots/freezing later).
+    pub mod_count: AtomicU64,
+    /// Slots `[0, hwm)` have been handed out at least once.
+    pub hwm: AtomicU32,
+    /// Number of slots currently on the block's free list.
+    pub nfree: AtomicU32,
+    /// Rows this block can hold (fixed at format time).
+    pub capacity: AtomicU32,
+    /// Head of the free-slot list (threaded through row headers), `u32::MAX` if empty.
+    pub free_head: AtomicU32,
+    /// Start of the variable-length area (it grows downwards from the block end).
+    pub var_low: AtomicU32,
+    /// Bytes in the variable-length area that belong to no live slot any more.
+    pub var_dead: AtomicU32,
+    /// End of the fixed part (row headers + column regions).
+    pub fixed_end: AtomicU32,
+    /// Number of attributes the block was formatted for.
+    pub natts: AtomicU32,
+    /// Next block on the arena free stack.
+    pub next_free: AtomicU32,
+    /// Slots in state DEAD (waiting for index cleanup by VACUUM).
+    pub ndead: AtomicU32,
+}
+
+/// The control region header; followed by `BlockDesc[nblocks]` and the table directory.
+#[repr(C)]
+pub struct ArenaCtl {
+    pub magic: u64,
+    pub arena_bytes: u64,
+    pub block_size: u32,
+    pub nblocks: u32,
+    pub max_rows: u32,
+    /// TID pages per block (`ceil(max_rows / 291)`).
+    pub vpb: u32,
+    pub max_tables: u32,
+    pub tranche: i32,
+    pub alloc_lock: pg_sys::LWLock,
+    pub dir_lock: pg_sys::LWLock,
+    pub free_top: AtomicU32,
+    pub nfree_blocks: AtomicU32,
+    /// Bumped every time the control region is (re)initialised: a server start or crash restart.
+    pub incarnation: AtomicU64,
+    pub blocks_allocated_total: AtomicU64,
+}
+
+static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();
+static mut ARENA_BYTES: usize = 0;
+static mut ARENA_FD: i32 = -1;
+static mut CTL: *mut ArenaCtl = std::ptr::null_mut();
+static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
+static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
+static mut TRANCHE_REGISTERED: bool = false;
+
+pub fn is_ready() -> bool {
+    unsafe { !CTL.is_null() && !ARENA_BASE.is_null() }
+}
+
+#[inline]
+pub fn ctl() -> &'static ArenaCtl {
+    unsafe { &*CTL }
+}
+
+#[inline]
+pub fn block_size() -> usize {
+    ctl().block_size as usize
+}
+
+#[inline]
+pub fn nblocks() -> u32 {
+    ctl().nblocks
+}
+
+#[inline]
+pub fn vpb() -> u32 {
+    ctl().vpb
+}
+
+#[inline]
+pub fn max_rows() -> u32 {
+    ctl().max_rows
+}
+
+#[inline]
+pub fn block_desc(b: u32) -> &'static BlockDesc {
+    debug_assert!(b < nblocks());
+    unsafe {
+        let base = (CTL as *mut u8).add(blocks_offset()) as *const BlockDesc;
+        &*base.add(b as usize)
+    }
+}
+
+#[inline]
+pub fn block_ptr(b: u32) -> *mut u8 {
+    unsafe { ARENA_BASE.add(b as usize * block_size()) }
+}
+
+/// Pointer to the start of the table directory entries.
+pub fn tabledir_ptr() -> *mut u8 {
+    unsafe { (CTL as *mut u8).add(tabledir_offset()) }
+}
+
+fn align_up(x: usize, a: usize) -> usize {
+    (x + a - 1) & !(a - 1)
+}
+
+fn blocks_offset() -> usize {
+    align_up(std::mem::size_of::<ArenaCtl>(), 64)
+}
+
+fn tabledir_offset() -> usize {
+    let n = unsafe { ARENA_BYTES } / block_size_setting();
+    align_up(blocks_offset() + n * std::mem::size_of::<BlockDesc>(), 64)
+}
+
+fn block_size_setting() -> usize {
+    guc::BLOCK_SIZE_KB.get() as usize * 1024
+}
+
+fn ctl_size() -> usize {
+    tabledir_offset() + guc::MAX_TABLES.get() as usize * crate::tabledir::entry_size() + 64
+}
+
+/// Called from `_PG_init` in the postmaster: validates settings, maps the arena, installs hooks.
+pub unsafe fn install_hooks() {
+    unsafe {
+        let bs = block_size_setting();
+        if !bs.is_power_of_two() {
+            ereport!(
+                PgLogLevel::ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("scoot.block_size must be a power of two (got {} kB)", bs / 1024)
+            );
+        }
+        let want = guc::ARENA_SIZE_MB.get() as usize * 1024 * 1024;
+        if want < 2 * bs {
+            ereport!(
+                PgLogLevel::ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                "scoot.arena_size must hold at least two blocks of scoot.block_size"
+            );
+        }
+        let bytes = want / bs * bs;
+        map_arena(bytes);
+        PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(shmem_request);
+        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(shmem_startup);
+    }
+}
+
+unsafe fn map_arena(bytes: usize) {
+    unsafe {
+        let fd = libc::memfd_create(c"scoot_arena".as_ptr(), 0);
+        let (fd, base) = if fd >= 0 && libc::ftruncate(fd, bytes as libc::off_t) == 0 {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_NORESERVE,
+                fd,
+                0,
+            );
+            (fd, p)
+        } else {
+            // No memfd: anonymous shared memory still works for everything but later snapshots.
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            );
+            (-1, p)
+        };
+        if base == libc::MAP_FAILED {
+            ereport!(
+                PgLogLevel::ERROR,
+                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+                format!("could not map the scoot arena ({} MB)", bytes >> 20),
+                "Lower scoot.arena_size."
+            );
+        }
+        ARENA_FD = fd;
+        ARENA_BASE = base as *mut u8;
+        ARENA_BYTES = bytes;
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_request() {
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_REQUEST {
+            prev();
+        }
+        pg_sys::RequestAddinShmemSpace(ctl_size());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_startup() {
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP {
+            prev();
+        }
+        let init_lock = ffi::addin_shmem_init_lock();
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let p = pg_sys::ShmemInitStruct(c"pg_scoot control".as_ptr(), ctl_size(), &mut found);
+        CTL = p as *mut ArenaCtl;
+        if !found {
+            init_ctl();
+        }
+        pg_sys::LWLockRelease(init_lock);
+    }
+}
+
+/// (Re)initialises the control region: every block free, every table forgotten. After a crash
+/// restart this also throws the old arena contents away (they are not durable yet).
+unsafe fn init_ctl() {
+    unsafe {
+        std::ptr::write_bytes(CTL as *mut u8, 0, ctl_size());
+        let c = &mut *CTL;
+        let bs = block_size_setting();
+        c.magic = CTL_MAGIC;
+        c.arena_bytes = ARENA_BYTES as u64;
+        c.block_size = bs as u32;
+        c.nblocks = (ARENA_BYTES / bs) as u32;
+        // smallest possible row: 24-byte version header + a 1-byte column -> cap rows at bs/32
+        c.max_rows = (bs / 32) as u32;
+        c.vpb = c.max_rows.div_ceil(TID_OFFSETS_PER_PAGE);
+        c.max_tables = guc::MAX_TABLES.get() as u32;
+        c.tranche = pg_sys::LWLockNewTrancheId();
+        pg_sys::LWLockRegisterTranche(c.tranche, c"scoot".as_ptr());
+        TRANCHE_REGISTERED = true;
+        pg_sys::LWLockInitialize(&mut c.alloc_lock, c.tranche);
+        pg_sys::LWLockInitialize(&mut c.dir_lock, c.tranche);
+        c.incarnation.store(
+            (pg_sys::GetCurrentTimestamp() as u64) ^ (libc::getpid() as u64),
+            Ordering::Relaxed,
+        );
+        // free stack: block 0 on top
+        let n = c.nblocks;
+        for b in (0..n).rev() {
+            let d = block_desc(b) as *const BlockDesc as *mut BlockDesc;
+            pg_sys::LWLockInitialize(&mut (*d).lock, c.tranche);
+            (*d).next_free.store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
+            c.free_top.store(b, Ordering::Relaxed);
+        }
+        if n == 0 {
+            c.free_top.store(NO_BLOCK, Ordering::Relaxed);
+        } else {
+            block_desc(n - 1).next_free.store(NO_BLOCK, Ordering::Relaxed);
+        }
+        c.nfree_blocks.store(n, Ordering::Relaxed);
+        crate::tabledir::init(c.max_tables);
+        // release whatever a previous incarnation left in the memfd
+        libc::madvise(ARENA_BASE as *mut c_void, ARENA_BYTES, libc::MADV_REMOVE);
+    }
+}
+
+/// Registers the tranche name in this backend (for wait-event display); cheap and idempotent.
+#[inline]
+pub fn register_tranche() {
+    unsafe {
+        if !TRANCHE_REGISTERED {
+            pg_sys::LWLockRegisterTranche(ctl().tranche, c"scoot".as_ptr());
+            TRANCHE_REGISTERED = true;
+        }
+    }
+}
+
+pub fn owner_word(table_id: u32, gen: u32) -> u64 {
+    ((table_id as u64) << 32) | gen as u64
+}
+
+/// Pops a free block and marks it owned. Raises `out of scoot arena memory` when none is left.
+pub fn alloc_block(owner: u64) -> u32 {
+    let c = ctl();
+    let b = {
+        let _g = LwGuard::exclusive(&c.alloc_lock as *const _ as *mut _);
+        let top = c.free_top.load(Ordering::Relaxed);
+        if top != NO_BLOCK {
+            let d = block_desc(top);
+            c.free_top.store(d.next_free.load(Ordering::Relaxed), Ordering::Relaxed);
+            c.nfree_blocks.fetch_sub(1, Ordering::Relaxed);
+            d.owner.store(owner, Ordering::Release);
+        }
+        top
+    };
+    if b == NO_BLOCK {
+        ereport!(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            "out of scoot arena memory",
+            format!(
+                "All {} blocks of {} kB are in use. Increase scoot.arena_size (now {} MB), or free space with VACUUM, TRUNCATE or DROP TABLE.",
+                c.nblocks,
+                c.block_size / 1024,
+                c.arena_bytes >> 20
+            )
+        );
+    }
+    c.blocks_allocated_total.fetch_add(1, Ordering::Relaxed);
+    b
+}
+
+/// Returns a block to the arena. Caller holds the block's lock exclusively (or owns it alone).
+pub fn free_block(b: u32) {
+    let c = ctl();
+    let d = block_desc(b);
+    d.owner.store(0, Ordering::Release);
+    d.hwm.store(0, Ordering::Relaxed);
+    d.nfree.store(0, Ordering::Relaxed);
+    d.ndead.store(0, Ordering::Relaxed);
+    d.capacity.store(0, Ordering::Relaxed);
+    d.mod_count.fetch_add(1, Ordering::Relaxed);
+    unsafe {
+        libc::madvise(block_ptr(b) as *mut c_void, block_size(), libc::MADV_REMOVE);
+    }
+    let _g = LwGuard::exclusive(&c.alloc_lock as *const _ as *mut _);
+    d.next_free.store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
+    c.free_top.store(b, Ordering::Relaxed);
+    c.nfree_blocks.fetch_add(1, Ordering::Relaxed);
+}
+
+/// RAII LWLock holder. Dropping (also while unwinding from an error) releases the lock.
+pub struct LwGuard {
+    lock: *mut pg_sys::LWLock,
+}
+
+impl LwGuard {
+    #[inline]
+    pub fn shared(lock: *mut pg_sys::LWLock) -> LwGuard {
+        unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED) };
+        LwGuard { lock }
+    }
+    #[inline]
+    pub fn exclusive(lock: *mut pg_sys::LWLock) -> LwGuard {
+        unsafe { pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) };
+        LwGuard { lock }
+    }
+    #[inline]
+    pub fn try_exclusive(lock: *mut pg_sys::LWLock) -> Option<LwGuard> {
+        if unsafe { pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) } {
+            Some(LwGuard { lock })
+        } else {
+            None
+        }
+    }
+}
+
+impl Drop for LwGuard {
+    #[inline]
+    fn drop(&mut self) {
+        unsafe {
+            if pg_sys::LWLockHeldByMe(self.lock) {
+                pg_sys::LWLockRelease(self.lock)
+            }
+        }
+    }
+}
+
+impl BlockDesc {
+    #[inline]
+    pub fn lock_ptr(&self) -> *mut pg_sys::LWLock {
+        &self.lock as *const _ as *mut _
+    }
+    #[inline]
+    pub fn share(&self) -> LwGuard {
+        LwGuard::shared(self.lock_ptr())
+    }
+    #[inline]
+    pub fn exclusive(&self) -> LwGuard {
+        LwGuard::exclusive(self.lock_ptr())
+    }
+}

@@ -1,0 +1,111 @@
+//! The thin unsafe layer: PostgreSQL declarations pgrx does not bind (predicate locking) and the
+//! C inline functions/macros the callbacks need (slot helpers, tuple descriptor access, ...).
+use pgrx::pg_sys;
+
+extern "C-unwind" {
+    pub fn PredicateLockRelation(relation: pg_sys::Relation, snapshot: pg_sys::Snapshot);
+    pub fn PredicateLockTID(
+        relation: pg_sys::Relation,
+        tid: pg_sys::ItemPointer,
+        snapshot: pg_sys::Snapshot,
+        tuple_xid: pg_sys::TransactionId,
+    );
+    pub fn CheckForSerializableConflictOutNeeded(
+        relation: pg_sys::Relation,
+        snapshot: pg_sys::Snapshot,
+    ) -> bool;
+    pub fn CheckForSerializableConflictOut(
+        relation: pg_sys::Relation,
+        xid: pg_sys::TransactionId,
+        snapshot: pg_sys::Snapshot,
+    );
+    pub fn RelidByRelfilenode(reltablespace: pg_sys::Oid, relfilenode: pg_sys::Oid) -> pg_sys::Oid;
+    pub fn CheckForSerializableConflictIn(
+        relation: pg_sys::Relation,
+        tid: pg_sys::ItemPointer,
+        blkno: pg_sys::BlockNumber,
+    );
+}
+
+/// `AddinShmemInitLock` (a macro in C: `&MainLWLockArray[21].lock`).
+pub unsafe fn addin_shmem_init_lock() -> *mut pg_sys::LWLock {
+    unsafe { &mut (*pg_sys::MainLWLockArray.add(21)).lock }
+}
+
+#[inline]
+pub unsafe fn tupdesc_attr(td: pg_sys::TupleDesc, i: usize) -> *mut pg_sys::FormData_pg_attribute {
+    unsafe { (*td).attrs.as_mut_ptr().add(i) }
+}
+
+#[inline]
+pub unsafe fn slot_getallattrs(slot: *mut pg_sys::TupleTableSlot) {
+    unsafe {
+        let natts = (*(*slot).tts_tupleDescriptor).natts;
+        if ((*slot).tts_nvalid as i32) < natts {
+            pg_sys::slot_getsomeattrs_int(slot, natts);
+        }
+    }
+}
+
+#[inline]
+pub unsafe fn exec_clear_tuple(slot: *mut pg_sys::TupleTableSlot) {
+    unsafe { ((*(*slot).tts_ops).clear.unwrap())(slot) }
+}
+
+#[inline]
+pub unsafe fn exec_materialize_slot(slot: *mut pg_sys::TupleTableSlot) {
+    unsafe { ((*(*slot).tts_ops).materialize.unwrap())(slot) }
+}
+
+pub const TTS_FLAG_SHOULDFREE: u16 = 1 << 2;
+
+#[inline]
+pub fn set_tid(tid: &mut pg_sys::ItemPointerData, page: u32, off: u16) {
+    tid.ip_blkid.bi_hi = (page >> 16) as u16;
+    tid.ip_blkid.bi_lo = (page & 0xffff) as u16;
+    tid.ip_posid = off;
+}
+
+#[inline]
+pub fn tid_page(tid: &pg_sys::ItemPointerData) -> u32 {
+    ((tid.ip_blkid.bi_hi as u32) << 16) | tid.ip_blkid.bi_lo as u32
+}
+
+#[inline]
+pub unsafe fn rel_natts(rel: pg_sys::Relation) -> usize {
+    unsafe { (*(*rel).rd_att).natts as usize }
+}
+
+/// `RelationGetRelationName`
+pub unsafe fn rel_name(rel: pg_sys::Relation) -> String {
+    unsafe {
+        std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+#[inline]
+pub fn is_mvcc_snapshot(snap: pg_sys::Snapshot) -> bool {
+    unsafe {
+        !snap.is_null()
+            && ((*snap).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC
+                || (*snap).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_HISTORIC_MVCC)
+    }
+}
+
+/// `IsolationIsSerializable()`
+#[inline]
+pub fn isolation_is_serializable() -> bool {
+    unsafe { pg_sys::XactIsoLevel == pg_sys::XACT_SERIALIZABLE as i32 }
+}
+
+#[inline]
+pub fn xid_valid(x: u32) -> bool {
+    x != pg_sys::InvalidTransactionId.into_inner()
+}
+
+#[inline]
+pub fn xid(x: u32) -> pg_sys::TransactionId {
+    pg_sys::TransactionId::from(x)
+}

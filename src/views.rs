@@ -1,0 +1,103 @@
+//! Observability: `scoot.arena` (arena totals) and `scoot.arena_tables` (per-table usage:
+//! blocks, live and dead row versions, bytes).
+use crate::arena;
+use crate::block::{BlockRef, ST_DEAD, ST_NORMAL, ST_REDIRECT};
+use crate::mvcc::{self, Htsv};
+use crate::storage;
+use crate::tabledir;
+use pgrx::prelude::*;
+use std::sync::atomic::Ordering;
+
+#[pg_extern]
+fn arena_info() -> TableIterator<
+    'static,
+    (
+        name!(arena_bytes, i64),
+        name!(block_size, i32),
+        name!(blocks_total, i32),
+        name!(blocks_used, i32),
+        name!(blocks_free, i32),
+        name!(tables, i32),
+        name!(used_bytes, i64),
+    ),
+> {
+    crate::ensure_preloaded();
+    let c = arena::ctl();
+    let free = c.nfree_blocks.load(Ordering::Relaxed);
+    let tables = tabledir::all();
+    let used_bytes: u64 = tables.iter().map(|(t, _, _)| crate::am::ddl::table_usage(*t).0).sum();
+    TableIterator::once((
+        c.arena_bytes as i64,
+        c.block_size as i32,
+        c.nblocks as i32,
+        (c.nblocks - free) as i32,
+        free as i32,
+        tables.len() as i32,
+        used_bytes as i64,
+    ))
+}
+
+#[pg_extern]
+fn arena_tables() -> TableIterator<
+    'static,
+    (
+        name!(relid, Option<pg_sys::Oid>),
+        name!(relfilenode, pg_sys::Oid),
+        name!(blocks, i32),
+        name!(live_rows, i64),
+        name!(dead_rows, i64),
+        name!(bytes, i64),
+    ),
+> {
+    crate::ensure_preloaded();
+    let horizon = unsafe { pg_sys::GetOldestNonRemovableTransactionId(std::ptr::null_mut()).into_inner() };
+    let mut rows = Vec::new();
+    for (t, key, _) in tabledir::all() {
+        let blocks = tabledir::blocks_of(t);
+        let (mut live, mut dead) = (0i64, 0i64);
+        for &b in &blocks {
+            let Some(l) = storage::lock(t, b, false) else { continue };
+            for s in 0..l.hwm() {
+                let h = l.row(s);
+                match h.state() {
+                    ST_NORMAL => match mvcc::htsv(h, horizon) {
+                        Htsv::Live | Htsv::DeleteInProgress | Htsv::InsertInProgress => live += 1,
+                        _ => dead += 1,
+                    },
+                    ST_DEAD => dead += 1,
+                    ST_REDIRECT => {}
+                    _ => {}
+                }
+            }
+        }
+        let relid = if key.db == u32::from(unsafe { pg_sys::MyDatabaseId }) {
+            let oid = unsafe { crate::ffi::RelidByRelfilenode(key.spc.into(), key.rel.into()) };
+            if oid == pg_sys::InvalidOid { None } else { Some(oid) }
+        } else {
+            None
+        };
+        rows.push((
+            relid,
+            pg_sys::Oid::from(key.rel),
+            blocks.len() as i32,
+            live,
+            dead,
+            crate::am::ddl::table_usage(t).0 as i64,
+        ));
+    }
+    let _ = BlockRef { base: std::ptr::null_mut() };
+    TableIterator::new(rows)
+}
+
+extension_sql!(
+    r#"
+CREATE VIEW arena AS SELECT * FROM arena_info();
+CREATE VIEW arena_tables AS
+    SELECT relid::regclass AS relation, relfilenode, blocks, live_rows, dead_rows, bytes
+    FROM arena_tables();
+COMMENT ON VIEW arena IS 'scoot shared arena: size, blocks total/used/free, tables, bytes used by rows';
+COMMENT ON VIEW arena_tables IS 'scoot tables in this server: blocks, live and dead row versions, bytes';
+"#,
+    name = "arena_views",
+    requires = [arena_info, arena_tables]
+);
