@@ -145,7 +145,7 @@ UPDATE ddl_fk_parent_s SET name = 'renamed' WHERE pid = 1;
 UPDATE ddl_fk_parent_h SET pid = 100 WHERE pid = 1;
 -- adding an FK to populated tables validates by scanning
 CREATE TABLE ddl_fk_late_s (x int) USING scoot;
-INSERT INTO ddl_fk_late_s VALUES (1), (2), (99);
+INSERT INTO ddl_fk_late_s VALUES (1), (4), (99);
 ALTER TABLE ddl_fk_late_s ADD CONSTRAINT ddl_fk_late FOREIGN KEY (x) REFERENCES ddl_fk_parent_s;
 DELETE FROM ddl_fk_late_s WHERE x = 99;
 ALTER TABLE ddl_fk_late_s ADD CONSTRAINT ddl_fk_late FOREIGN KEY (x) REFERENCES ddl_fk_parent_s;

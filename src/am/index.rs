@@ -100,13 +100,24 @@ pub fn chain_visible(rel: pg_sys::Relation, t: TableRef, rb: u32, rs: u32, snap:
     })
 }
 
-/// Removes the dead prefix of the chain rooted at (rb, rs). `is_dead` decides deadness (a fixed
-/// horizon for VACUUM, the GlobalVis test for opportunistic pruning). Returns true if the root
-/// became DEAD (the whole chain is gone and index entries must be removed).
-pub fn prune_chain(t: TableRef, rb: u32, rs: u32, is_dead: &dyn Fn(&RowHdr) -> bool) -> bool {
+/// How pruning classifies a chain member.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Prune {
+    /// removable
+    Dead,
+    /// committed-deleted but maybe still visible to someone: keep walking (a later DEAD member
+    /// makes it removable too, exactly like heap_prune_chain's "latestdead")
+    Recent,
+    /// live or in progress: the chain's dead part ends before it
+    Keep,
+}
+
+/// Removes the dead part of the chain rooted at (rb, rs): every member up to the last DEAD one
+/// (members before a dead version are older, hence dead as well). `classify` uses a fixed
+/// horizon for VACUUM and the GlobalVis test for opportunistic pruning. Returns true if the
+/// root became DEAD (the whole chain is gone and index entries must be removed).
+pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> Prune) -> bool {
     // phase 1: record the chain under shared locks
-    let mut dead: Vec<(u32, u32, u32)> = Vec::new();
-    let mut first_live: Option<(u32, u32)> = None;
     let root_state;
     let root_target;
     let root_xmin;
@@ -123,28 +134,27 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, is_dead: &dyn Fn(&RowHdr) -> b
             return root_state == ST_DEAD;
         }
     }
-    let mut walked_to_end = false;
-    walk_chain(t, rb, rs, |l, s, h| {
-        if is_dead(h) {
-            dead.push((l.b, s, h.xmin));
-            if hot_next(h).is_none() {
-                walked_to_end = true;
-            }
-            false
-        } else {
-            first_live = Some((l.b, s));
-            true
+    let mut members: Vec<(u32, u32, u32)> = Vec::new();
+    let mut latest_dead: Option<usize> = None;
+    let mut ended = false;
+    let stop = walk_chain(t, rb, rs, |l, s, h| {
+        match classify(h) {
+            Prune::Keep => return true,
+            Prune::Dead => latest_dead = Some(members.len()),
+            Prune::Recent => {}
         }
+        members.push((l.b, s, h.xmin));
+        if hot_next(h).is_none() {
+            ended = true;
+        }
+        false
     });
-    if dead.is_empty() {
-        return false;
-    }
-    if first_live.is_none() {
-        // the walk stopped early without finding a live member: is the last dead member the
-        // real end of the chain? (hot_next None) - only then is the whole chain dead
-        if !walked_to_end {
-            return false;
-        }
+    let Some(ld) = latest_dead else { return false };
+    // the first member after the removable part: a Recent member, or the Keep member we stopped at
+    let keep_target = members.get(ld + 1).map(|&(b, s, _)| (b, s)).or(stop);
+    let whole_chain_dead = keep_target.is_none() && ended && ld + 1 == members.len();
+    if keep_target.is_none() && !whole_chain_dead {
+        return false; // the walk broke off (concurrent change): leave the chain alone
     }
     // phase 2: redirect (or kill) the root under its exclusive lock, verifying nothing changed
     {
@@ -158,14 +168,14 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, is_dead: &dyn Fn(&RowHdr) -> b
         if !same {
             return false;
         }
-        match first_live {
+        match keep_target {
             Some((lb, ls)) if (lb, ls) != (rb, rs) => storage::make_redirect(&root, rs, lb, ls),
             Some(_) => return false,
             None => storage::make_dead(&root, rs),
         }
     }
-    // phase 3: free the dead heap-only members (no walker can reach them any more)
-    for (b, s, xmin) in dead {
+    // phase 3: free the removed heap-only members (no walker can reach them any more)
+    for &(b, s, xmin) in &members[..=ld] {
         if (b, s) == (rb, rs) {
             continue;
         }
@@ -176,7 +186,22 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, is_dead: &dyn Fn(&RowHdr) -> b
             }
         }
     }
-    first_live.is_none()
+    whole_chain_dead
+}
+
+/// Opportunistic classification with the GlobalVis test.
+pub fn classify_globalvis(h: &RowHdr, vistest: *mut pg_sys::GlobalVisState) -> Prune {
+    match mvcc::htsv_horizon(h) {
+        (Htsv::Dead, _) => Prune::Dead,
+        (Htsv::RecentlyDead, x) => {
+            if unsafe { pg_sys::GlobalVisTestIsRemovableXid(vistest, ffi::xid(x)) } {
+                Prune::Dead
+            } else {
+                Prune::Recent
+            }
+        }
+        _ => Prune::Keep,
+    }
 }
 
 // ---------------------------------------------------------------- index fetch
@@ -295,8 +320,8 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             }
         }
         // opportunistic pruning keeps hot chains short (heap_page_prune_opt's job)
-        if dead_prefix >= 2 || (found.is_none() && dead_prefix >= 1 && !seen_live) {
-            prune_chain(t, rb, rs, &|h| mvcc::dead_to_all(h, vistest));
+        if members >= 3 || (found.is_none() && dead_prefix >= 1) {
+            prune_chain(t, rb, rs, &|h| classify_globalvis(h, vistest));
         }
         if found.is_none() {
             ffi::exec_clear_tuple(slot);

@@ -297,6 +297,8 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                     }
                     b = nb;
                     s = ns;
+                    // like heapam_tuple_lock: the caller retries on the version we lock
+                    *tid = tid_of(b, s);
                     traversed = true;
                     (*tmfd).traversed = true;
                 }

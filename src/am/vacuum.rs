@@ -47,7 +47,11 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         let horizon = oldest_xmin.into_inner();
         let flimit = freeze_limit.into_inner();
         let mcut = multi_cutoff.into_inner();
-        let is_dead = |h: &crate::block::RowHdr| mvcc::htsv(h, horizon) == Htsv::Dead;
+        let classify = |h: &crate::block::RowHdr| match mvcc::htsv(h, horizon) {
+            Htsv::Dead => super::index::Prune::Dead,
+            Htsv::RecentlyDead => super::index::Prune::Recent,
+            _ => super::index::Prune::Keep,
+        };
 
         let blocks = tabledir::blocks_of(t);
         // pass 1: prune chains, freeze, count
@@ -64,7 +68,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 None => continue,
             };
             for s in roots {
-                super::index::prune_chain(t, b, s, &is_dead);
+                super::index::prune_chain(t, b, s, &classify);
             }
             pg_sys::vacuum_delay_point();
         }
@@ -79,10 +83,12 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                     ST_NORMAL => match mvcc::htsv(h, horizon) {
                         Htsv::Dead => {
                             dead_versions += 1.0;
-                            if h.flags & F_HEAP_ONLY != 0 {
+                            // Only versions whose inserter aborted are unreachable for sure:
+                            // committed-dead versions are removed by chain pruning alone.
+                            let aborted = h.infomask() & mvcc::HEAP_XMIN_FROZEN == mvcc::HEAP_XMIN_INVALID;
+                            if aborted && h.flags & F_HEAP_ONLY != 0 {
                                 storage::free_slot(&l, s);
-                            } else {
-                                // a dead root not reached by pruning (e.g. aborted insert)
+                            } else if aborted {
                                 storage::make_dead(&l, s);
                                 dead_roots.push(((b as u64) << 32) | s as u64);
                             }
