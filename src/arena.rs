@@ -53,6 +53,9 @@ pub struct BlockDesc {
     pub next_free: AtomicU32,
     /// Slots in state DEAD (waiting for index cleanup by VACUUM).
     pub ndead: AtomicU32,
+    /// Versions in this block superseded by an update/delete since the last prune (a hint that
+    /// pruning the block's chains would free space).
+    pub obsolete: AtomicU32,
 }
 
 /// The control region header; followed by `BlockDesc[nblocks]` and the table directory.
@@ -346,6 +349,7 @@ pub fn free_block(b: u32) {
     d.hwm.store(0, Ordering::Relaxed);
     d.nfree.store(0, Ordering::Relaxed);
     d.ndead.store(0, Ordering::Relaxed);
+    d.obsolete.store(0, Ordering::Relaxed);
     d.capacity.store(0, Ordering::Relaxed);
     d.mod_count.fetch_add(1, Ordering::Relaxed);
     unsafe {

@@ -8,7 +8,18 @@ pub static BLOCK_SIZE_KB: GucSetting<i32> = GucSetting::<i32>::new(1024);
 /// `scoot.max_tables`: number of scoot relations (relfilenodes) the arena can track (postmaster).
 pub static MAX_TABLES: GucSetting<i32> = GucSetting::<i32>::new(4096);
 
+/// `scoot.opportunistic_prune`: prune version chains during scans and index fetches (debugging aid).
+pub static OPPORTUNISTIC_PRUNE: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 pub fn define() {
+    GucRegistry::define_bool_guc(
+        c"scoot.opportunistic_prune",
+        c"Prune dead row versions while reading (like heap's page pruning).",
+        c"",
+        &OPPORTUNISTIC_PRUNE,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"scoot.arena_size",
         c"Size of the scoot shared-memory arena that holds all scoot tables.",

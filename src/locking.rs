@@ -109,28 +109,51 @@ fn members(multi: u32) -> Members {
     }
 }
 
-/// Does the current xmax hold the row in a mode that conflicts with `mode`, by another running
-/// transaction? Returns the xid/multixact to wait for.
-fn conflicting_holder(h: &RowHdr, mode: Mode) -> Option<u32> {
+pub enum Holder {
+    /// another running transaction holds the row in a conflicting mode: wait for this xid/multi
+    Conflict(u32),
+    /// only compatible lockers (or ourselves): go ahead
+    Compatible,
+    /// the holder finished since the row was examined: look at the row again
+    Changed,
+}
+
+/// Does the current xmax hold the row in a mode that conflicts with `mode`? Called right after
+/// satisfies_update said TM_BeingModified, so a holder that is no longer running means the row's
+/// state moved on (an update may just have committed) and must be re-evaluated.
+fn conflicting_holder(h: &RowHdr, mode: Mode) -> Holder {
     let m = h.infomask();
     if m & HEAP_XMAX_INVALID != 0 {
-        return None;
+        return Holder::Changed;
     }
     if m & HEAP_XMAX_IS_MULTI != 0 {
+        let mut result = Holder::Compatible;
         for (x, st) in members(h.xmax).0 {
-            if !mvcc::is_current(x) && mvcc::in_progress(x) && modes_conflict(status_mode(st), mode) {
-                return Some(h.xmax);
+            if mvcc::is_current(x) {
+                continue;
+            }
+            if !mvcc::in_progress(x) {
+                if status_is_update(st) {
+                    return Holder::Changed;
+                }
+                continue;
+            }
+            if modes_conflict(status_mode(st), mode) {
+                result = Holder::Conflict(h.xmax);
             }
         }
-        return None;
+        return result;
     }
-    if mvcc::is_current(h.xmax) || !mvcc::in_progress(h.xmax) {
-        return None;
+    if mvcc::is_current(h.xmax) {
+        return Holder::Compatible;
+    }
+    if !mvcc::in_progress(h.xmax) {
+        return Holder::Changed;
     }
     if modes_conflict(single_xmax_mode(h), mode) {
-        Some(h.xmax)
+        Holder::Conflict(h.xmax)
     } else {
-        None
+        Holder::Compatible
     }
 }
 
@@ -292,8 +315,10 @@ pub fn acquire(
             pg_sys::TM_Result::TM_Ok => return Acquired::Ok(l, tuple_lock),
             pg_sys::TM_Result::TM_BeingModified => {
                 let is_multi = h.infomask() & HEAP_XMAX_IS_MULTI != 0;
-                let Some(xwait) = conflicting_holder(h, mode) else {
-                    return Acquired::Ok(l, tuple_lock);
+                let xwait = match conflicting_holder(h, mode) {
+                    Holder::Compatible => return Acquired::Ok(l, tuple_lock),
+                    Holder::Changed => continue,
+                    Holder::Conflict(x) => x,
                 };
                 drop(l);
                 match policy {

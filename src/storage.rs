@@ -161,13 +161,13 @@ fn too_large(rel: pg_sys::Relation, need: u32, limit: u32) -> ! {
 
 /// Finds (or allocates) a block of `t` with room for a row needing `var_need` var bytes and
 /// returns it locked exclusively with a slot taken.
-fn block_for_insert(rel: pg_sys::Relation, t: TableRef, var_need: u32) -> (Locked, u32) {
+fn block_for_insert(rel: pg_sys::Relation, t: TableRef, var_need: u32, prefer: Option<u32>) -> (Locked, u32) {
     let natts = unsafe { ffi::rel_natts(rel) } as u32;
     let bs = arena::block_size() as u32;
-    // 1. this backend's insert block, then the table's shared hint
+    // 1. the preferred block (an updated row's block), this backend's insert block, the hint
     let local = INSERT_BLOCK.with(|m| m.borrow().get(&t.id).copied());
     let hint = t.entry().insert_hint.load(Ordering::Relaxed);
-    for cand in [local, Some(hint)].into_iter().flatten() {
+    for cand in [prefer, local, Some(hint)].into_iter().flatten() {
         if cand == arena::NO_BLOCK || cand >= arena::nblocks() {
             continue;
         }
@@ -219,8 +219,9 @@ pub fn insert(
     cid: u32,
     flags: u16,
     spec_token: Option<u32>,
+    prefer: Option<u32>,
 ) -> (u32, u32) {
-    let (l, s) = block_for_insert(rel, t, row.var_bytes);
+    let (l, s) = block_for_insert(rel, t, row.var_bytes, prefer);
     let d = l.desc;
     let low = unsafe { row::write_row(l.blk, s, row, d.var_low.load(Ordering::Relaxed)) };
     d.var_low.store(low, Ordering::Relaxed);
@@ -254,11 +255,13 @@ pub fn set_xmax(l: &Locked, s: u32, xmax: u32, infomask_bits: u16, keys_updated:
     }
     h.xmax = xmax;
     h.infomask.store(m, Ordering::Relaxed);
-    h.flags &= !(F_KEYS_UPDATED | F_HOT_UPDATED);
+    h.flags &= !F_KEYS_UPDATED;
     if keys_updated {
         h.flags |= F_KEYS_UPDATED;
     }
     if cmax.is_some() {
+        h.flags &= !F_HOT_UPDATED;
+        l.desc.obsolete.fetch_add(1, Ordering::Relaxed);
         // a new update/delete supersedes any older (aborted) link
         h.next_block = arena::NO_BLOCK;
         h.next_slot = NO_SLOT;
@@ -302,6 +305,9 @@ pub fn make_redirect(l: &Locked, s: u32, nb: u32, ns: u32) {
     if h.state() == ST_NORMAL {
         release_var(l, s);
     }
+    // a redirect's xmax field counts its re-targetings, so a pruner that recorded an older
+    // target cannot mistake a reused slot for it (ABA)
+    h.xmax = if h.state() == ST_REDIRECT { h.xmax.wrapping_add(1) } else { 1 };
     h.flags = ST_REDIRECT;
     h.next_block = nb;
     h.next_slot = ns;

@@ -101,3 +101,59 @@ COMMENT ON VIEW arena_tables IS 'scoot tables in this server: blocks, live and d
     name = "arena_views",
     requires = [arena_info, arena_tables]
 );
+
+/// Every row version slot of a scoot table with its version header (for debugging and tests).
+#[pg_extern]
+fn row_versions(
+    rel: pg_sys::Oid,
+) -> TableIterator<
+    'static,
+    (
+        name!(tid, pg_sys::ItemPointerData),
+        name!(state, String),
+        name!(xmin, i64),
+        name!(xmax, i64),
+        name!(infomask, i32),
+        name!(flags, i32),
+        name!(next, Option<pg_sys::ItemPointerData>),
+    ),
+> {
+    crate::ensure_preloaded();
+    let mut rows = Vec::new();
+    unsafe {
+        let r = pg_sys::relation_open(rel, pg_sys::AccessShareLock as i32);
+        if !crate::am::is_scoot(r) {
+            pg_sys::relation_close(r, pg_sys::AccessShareLock as i32);
+            error!("\"{}\" is not a scoot table", crate::ffi::rel_name(r));
+        }
+        let t = tabledir::resolve(r);
+        for b in tabledir::blocks_of(t) {
+            let Some(l) = storage::lock(t, b, false) else { continue };
+            for s in 0..l.hwm() {
+                let h = l.row(s);
+                let st = match h.state() {
+                    ST_NORMAL => "normal",
+                    ST_REDIRECT => "redirect",
+                    ST_DEAD => "dead",
+                    _ => "free",
+                };
+                let next = if h.state() != crate::block::ST_FREE && h.has_next() && h.next_block != arena::NO_BLOCK {
+                    Some(crate::am::tid_of(h.next_block, h.next_slot))
+                } else {
+                    None
+                };
+                rows.push((
+                    crate::am::tid_of(b, s),
+                    st.to_string(),
+                    h.xmin as i64,
+                    h.xmax as i64,
+                    h.infomask() as i32,
+                    h.flags as i32,
+                    next,
+                ));
+            }
+        }
+        pg_sys::relation_close(r, pg_sys::AccessShareLock as i32);
+    }
+    TableIterator::new(rows)
+}

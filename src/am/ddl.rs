@@ -188,7 +188,7 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
             };
             if let Some(c) = copy {
                 let prepared = row::prepare(slot);
-                let (nb, ns) = storage::insert(new_table, tnew, &prepared, c.xmin, c.cid, 0, None);
+                let (nb, ns) = storage::insert(new_table, tnew, &prepared, c.xmin, c.cid, 0, None, None);
                 if let Some(l) = storage::lock(tnew, nb, true) {
                     let h = l.row(ns);
                     h.xmax = c.xmax;

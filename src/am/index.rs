@@ -128,7 +128,7 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         }
         let h = root.row(rs);
         root_state = h.state();
-        root_target = (h.next_block, h.next_slot);
+        root_target = (h.next_block, h.next_slot, h.xmax);
         root_xmin = h.xmin;
         if root_state == ST_DEAD || (root_state == ST_NORMAL && h.flags & F_HEAP_ONLY != 0) {
             return root_state == ST_DEAD;
@@ -162,7 +162,7 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         let h = root.row(rs);
         let same = h.state() == root_state
             && match root_state {
-                ST_REDIRECT => (h.next_block, h.next_slot) == root_target,
+                ST_REDIRECT => (h.next_block, h.next_slot, h.xmax) == root_target,
                 _ => h.xmin == root_xmin,
             };
         if !same {
@@ -320,7 +320,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             }
         }
         // opportunistic pruning keeps hot chains short (heap_page_prune_opt's job)
-        if members >= 3 || (found.is_none() && dead_prefix >= 1) {
+        if crate::guc::OPPORTUNISTIC_PRUNE.get() && (members >= 3 || (found.is_none() && dead_prefix >= 1)) {
             prune_chain(t, rb, rs, &|h| classify_globalvis(h, vistest));
         }
         if found.is_none() {
@@ -414,8 +414,27 @@ unsafe fn for_each_block(rel: pg_sys::Relation, t: TableRef, scan: pg_sys::Table
     }
 }
 
+/// Opportunistic pruning of a block's chains when enough of its versions were superseded
+/// (heap prunes a page whenever it reads it and sees garbage; this is the scoot equivalent).
+pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
+    if !crate::guc::OPPORTUNISTIC_PRUNE.get() {
+        return;
+    }
+    let d = crate::arena::block_desc(b);
+    let obsolete = d.obsolete.load(std::sync::atomic::Ordering::Relaxed);
+    let hwm = d.hwm.load(std::sync::atomic::Ordering::Relaxed);
+    if obsolete < 16.max(hwm / 16) {
+        return;
+    }
+    d.obsolete.store(0, std::sync::atomic::Ordering::Relaxed);
+    let vistest = unsafe { pg_sys::GlobalVisTestFor(rel) };
+    for rs in roots_of(t, b) {
+        prune_chain(t, b, rs, &|h| classify_globalvis(h, vistest));
+    }
+}
+
 /// Roots (slots that start a chain) of block `b`.
-fn roots_of(t: TableRef, b: u32) -> Vec<u32> {
+pub fn roots_of(t: TableRef, b: u32) -> Vec<u32> {
     let mut v = Vec::new();
     if let Some(l) = storage::lock(t, b, false) {
         for s in 0..l.hwm() {

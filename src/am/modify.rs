@@ -23,7 +23,7 @@ unsafe fn insert_one(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, c
         let t = tabledir::resolve(rel);
         let prepared = row::prepare(slot);
         ffi::CheckForSerializableConflictIn(rel, std::ptr::null_mut(), pg_sys::InvalidBlockNumber);
-        let (b, s) = storage::insert(rel, t, &prepared, my_xid(), cid, 0, spec);
+        let (b, s) = storage::insert(rel, t, &prepared, my_xid(), cid, 0, spec, None);
         (*slot).tts_tableOid = (*rel).rd_id;
         (*slot).tts_tid = tid_of(b, s);
     }
@@ -235,7 +235,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
             Acquired::Fail(r) => return r,
         };
         // the old version is marked; place the new one, then link old -> new
-        let (nb, ns) = storage::insert(rel, t, &prepared, xid, cid, if hot { F_HEAP_ONLY } else { 0 }, None);
+        let (nb, ns) = storage::insert(rel, t, &prepared, xid, cid, if hot { F_HEAP_ONLY } else { 0 }, None, hot.then_some(b));
         if let Some(l) = storage::lock(t, b, true) {
             storage::link_next(&l, s, nb, ns, hot);
         }

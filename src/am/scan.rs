@@ -190,6 +190,9 @@ unsafe fn seek(scan: pg_sys::TableScanDesc, forward: bool, slot: *mut pg_sys::Tu
         };
         while bi >= 0 && (bi as usize) < n {
             let b = st.blocks[bi as usize];
+            if (forward && s == 0) || (!forward && s == i64::MAX) {
+                super::index::maybe_prune_block(rel, st.t, b);
+            }
             if let Some(l) = storage::lock(st.t, b, false) {
                 let hwm = l.hwm() as i64;
                 if !forward && s >= hwm {
@@ -246,6 +249,7 @@ unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                     if b == pg_sys::InvalidBlockNumber || b >= arena::nblocks() {
                         return false;
                     }
+                    super::index::maybe_prune_block(rel, st.t, b);
                     (b, 0)
                 }
             };
