@@ -11,21 +11,14 @@ SET jit = off;
 SELECT count(*) > 0 AS arena_has_rows FROM scoot.arena;
 
 -- usage counters of one table (rows of scoot.arena naming the table by oid or name)
+-- per table: blocks + bytes from scoot.arena_tables; all: blocks used + bytes from scoot.arena
 CREATE FUNCTION scoot_usage(rel regclass) RETURNS numeric LANGUAGE sql AS $$
-  SELECT coalesce(sum(kv.value::numeric), 0)
-  FROM scoot.arena a, jsonb_each_text(to_jsonb(a)) kv
-  WHERE (kv.key ILIKE '%block%' OR kv.key ILIKE '%byte%')
-    AND kv.value ~ '^[0-9]+$'
-    AND EXISTS (SELECT 1 FROM jsonb_each_text(to_jsonb(a)) k2
-                WHERE k2.value IN (rel::oid::text, rel::text,
-                                   (SELECT relname::text FROM pg_class WHERE oid = rel)))
+  SELECT coalesce(sum(blocks::numeric * 1048576 + bytes), 0) FROM scoot.arena_tables WHERE relation = rel
 $$;
--- usage counters of the whole arena
 CREATE FUNCTION scoot_usage_all() RETURNS numeric LANGUAGE sql AS $$
-  SELECT coalesce(sum(kv.value::numeric), 0)
-  FROM scoot.arena a, jsonb_each_text(to_jsonb(a)) kv
-  WHERE (kv.key ILIKE '%block%' OR kv.key ILIKE '%byte%') AND kv.value ~ '^[0-9]+$'
+  SELECT blocks_used::numeric * block_size + used_bytes FROM scoot.arena
 $$;
+SELECT blocks_used + blocks_free = blocks_total AS block_counts_add_up FROM scoot.arena;
 
 CREATE TABLE arena_s (id int PRIMARY KEY, n int, pad text) USING scoot;
 CREATE TABLE arena_h (id int PRIMARY KEY, n int, pad text) USING heap;

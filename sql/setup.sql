@@ -1,2 +1,1 @@
--- setup: runs first, once per test database.
 CREATE EXTENSION pg_scoot;

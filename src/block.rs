@@ -31,6 +31,8 @@ pub const KIND_VAR: u8 = 2; // varlena: (offset, len) entry + payload in var are
 pub const KIND_CSTRING: u8 = 3; // attlen -2: like VAR, payload includes the terminating NUL
 
 pub const NO_SLOT: u32 = u32::MAX;
+/// `next_slot` of a row deleted by a cross-partition UPDATE (heap's MovedPartitions marker).
+pub const MOVED_SLOT: u32 = u32::MAX - 1;
 
 #[repr(C)]
 pub struct BlockHeader {

@@ -30,6 +30,7 @@ pub mod guc;
 pub mod locking;
 pub mod mvcc;
 pub mod row;
+pub mod slot;
 pub mod storage;
 pub mod tabledir;
 pub mod views;
@@ -43,6 +44,7 @@ pub static mut PRELOADED: bool = false;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     unsafe {
+        slot::init();
         if !pg_sys::process_shared_preload_libraries_in_progress {
             // Loaded on demand by a backend: every scoot entry point refuses to work.
             PRELOADED = false;

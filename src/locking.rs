@@ -258,7 +258,12 @@ pub fn fill_tmfd(h: &RowHdr, self_tid: pg_sys::ItemPointerData, res: u32, tmfd: 
         return;
     }
     unsafe {
-        (*tmfd).ctid = if h.has_next() && res == pg_sys::TM_Result::TM_Updated {
+        (*tmfd).ctid = if h.has_next() && h.next_slot == crate::block::MOVED_SLOT {
+            // ItemPointerSetMovedPartitions
+            let mut t = pg_sys::ItemPointerData::default();
+            ffi::set_tid(&mut t, pg_sys::InvalidBlockNumber, 0xfffd);
+            t
+        } else if h.has_next() && res == pg_sys::TM_Result::TM_Updated {
             crate::am::tid_of(h.next_block, h.next_slot)
         } else {
             self_tid

@@ -225,6 +225,7 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
             pg_sys::slot_getmissingattrs(out, nb as i32, natts as i32);
         }
         pg_sys::ExecStoreVirtualTuple(out);
+        crate::slot::set_sysattrs(out, b.row(slot));
         if !buf.is_null() {
             let v = out as *mut pg_sys::VirtualTupleTableSlot;
             (*v).data = buf as *mut std::ffi::c_char;

@@ -65,7 +65,7 @@ pub fn is_scoot(rel: pg_sys::Relation) -> bool {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn slot_callbacks(_rel: pg_sys::Relation) -> *const pg_sys::TupleTableSlotOps {
-    &raw const pg_sys::TTSOpsVirtual
+    crate::slot::ops()
 }
 
 pub static SCOOT_ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {

@@ -4,6 +4,7 @@
 //! and fetching / validating row versions by TID.
 use super::{decode_tid, tid_of};
 use crate::block::{F_HEAP_ONLY, ST_NORMAL};
+use crate::arena;
 use crate::ffi;
 use crate::locking::{self, Acquired, EXCL, NO_KEY_EXCL};
 use crate::mvcc::{self, HEAP_XMAX_INVALID};
@@ -123,7 +124,7 @@ pub unsafe extern "C-unwind" fn tuple_delete(
     crosscheck: pg_sys::Snapshot,
     wait: bool,
     tmfd: *mut pg_sys::TM_FailureData,
-    _changing_part: bool,
+    changing_part: bool,
 ) -> pg_sys::TM_Result::Type {
     unsafe {
         let t = tabledir::resolve(rel);
@@ -140,6 +141,10 @@ pub unsafe extern "C-unwind" fn tuple_delete(
                 pg_sys::MultiXactIdSetOldestMember();
                 let (x, bits, _) = locking::compute_new_xmax(h, my_xid(), EXCL, true);
                 storage::set_xmax(&l, s, x, bits, true, Some(cid));
+                if changing_part {
+                    // the row moved to another partition: concurrent updaters must error out
+                    storage::link_next(&l, s, arena::NO_BLOCK, crate::block::MOVED_SLOT, false);
+                }
                 drop(l);
                 pg_sys::pgstat_count_heap_delete(rel);
                 pg_sys::TM_Result::TM_Ok
@@ -284,6 +289,13 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                     return pg_sys::TM_Result::TM_Ok;
                 }
                 Acquired::Fail(pg_sys::TM_Result::TM_Updated) if follow => {
+                    if ffi::tid_page(&(*tmfd).ctid) == pg_sys::InvalidBlockNumber {
+                        ereport!(
+                            PgLogLevel::ERROR,
+                            PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                            "tuple to be locked was already moved to another partition due to concurrent update"
+                        );
+                    }
                     let prior = (*tmfd).xmax.into_inner();
                     let Some((nb, ns)) = decode_tid(&(*tmfd).ctid) else {
                         return pg_sys::TM_Result::TM_Deleted;
@@ -305,6 +317,22 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                 Acquired::Fail(r) => {
                     if !tmfd.is_null() {
                         (*tmfd).traversed = traversed;
+                        if r == pg_sys::TM_Result::TM_Updated && ffi::tid_page(&(*tmfd).ctid) == pg_sys::InvalidBlockNumber {
+                            ereport!(
+                                PgLogLevel::ERROR,
+                                PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                                "tuple to be locked was already moved to another partition due to concurrent update"
+                            );
+                        }
+                    }
+                    // like heapam_tuple_lock, the slot holds the row version even on failure
+                    // (ON CONFLICT reads its xmin)
+                    if let Some(l) = storage::lock(t, b, false) {
+                        if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
+                            row::read_row(l.blk, s, slot);
+                            (*slot).tts_tid = tid_of(b, s);
+                            (*slot).tts_tableOid = (*rel).rd_id;
+                        }
                     }
                     return r;
                 }
