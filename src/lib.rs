@@ -19,6 +19,7 @@
 //! - `ffi`      — the few PostgreSQL declarations pgrx does not bind, and small inline helpers.
 #![allow(clippy::missing_safety_doc)]
 #![allow(clippy::too_many_arguments)]
+#![allow(non_upper_case_globals)]
 
 use pgrx::prelude::*;
 

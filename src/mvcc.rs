@@ -71,11 +71,9 @@ pub fn precedes(a: u32, b: u32) -> bool {
 /// A stack copy of the header in heap's layout, for PostgreSQL's helper functions.
 fn fake(h: &RowHdr) -> pg_sys::HeapTupleHeaderData {
     let mut t: pg_sys::HeapTupleHeaderData = unsafe { std::mem::zeroed() };
-    unsafe {
-        t.t_choice.t_heap.t_xmin = xid(h.xmin);
-        t.t_choice.t_heap.t_xmax = xid(h.xmax);
-        t.t_choice.t_heap.t_field3.t_cid = h.cid;
-    }
+    t.t_choice.t_heap.t_xmin = xid(h.xmin);
+    t.t_choice.t_heap.t_xmax = xid(h.xmax);
+    t.t_choice.t_heap.t_field3.t_cid = h.cid;
     t.t_infomask = h.infomask();
     t.t_infomask2 = if h.flags & F_KEYS_UPDATED != 0 { HEAP_KEYS_UPDATED_2 } else { 0 };
     t

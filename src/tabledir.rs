@@ -201,7 +201,7 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
                         "scoot table \"{}\" lost its rows in a server restart",
                         ffi::rel_name(rel)
                     ),
-                    "scoot keeps table contents in memory only; durability is not implemented yet."
+                    "scoot keeps table contents in server memory only (durability is not implemented yet): a restart empties scoot tables, and CREATE DATABASE ... TEMPLATE does not copy their rows."
                 );
                 t
             }

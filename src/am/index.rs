@@ -88,7 +88,7 @@ pub fn walk_chain(
 
 /// The chain member visible to `snap` (MVCC), with serializable bookkeeping.
 pub fn chain_visible(rel: pg_sys::Relation, t: TableRef, rb: u32, rs: u32, snap: pg_sys::Snapshot) -> Option<(u32, u32)> {
-    walk_chain(t, rb, rs, |_l, s, h| {
+    walk_chain(t, rb, rs, |_l, _s, h| {
         let vis = mvcc::visible(h, snap);
         check_conflict_out(rel, h, vis, snap);
         vis
@@ -288,9 +288,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             check_conflict_out(rel, h, vis, snapshot);
             if vis {
                 predicate_lock_row(rel, l.b, s, h, snapshot);
-                row::read_row(l.blk, s, slot);
-                (*slot).tts_tid = tid_of(l.b, s);
-                (*slot).tts_tableOid = (*rel).rd_id;
+                super::store_row(rel, l.blk, l.b, s, slot);
                 more = hot_next(h).is_some();
                 return true;
             }

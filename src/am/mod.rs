@@ -39,6 +39,16 @@ pub fn decode_tid(tid: *const pg_sys::ItemPointerData) -> Option<(u32, u32)> {
     }
 }
 
+/// Copies row `s` of block `b` (locked by the caller) into `slot`, with its TID and table oid.
+#[inline]
+pub unsafe fn store_row(rel: pg_sys::Relation, blk: block::BlockRef, b: u32, s: u32, slot: *mut pg_sys::TupleTableSlot) {
+    unsafe {
+        crate::row::read_row(blk, s, slot);
+        (*slot).tts_tid = tid_of(b, s);
+        (*slot).tts_tableOid = (*rel).rd_id;
+    }
+}
+
 pub fn unsupported(what: &str) -> ! {
     ereport!(
         PgLogLevel::ERROR,

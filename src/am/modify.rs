@@ -280,9 +280,7 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                     if !unchanged {
                         storage::set_xmax(&l, s, x, bits, keys, None);
                     }
-                    row::read_row(l.blk, s, slot);
-                    (*slot).tts_tid = tid_of(b, s);
-                    (*slot).tts_tableOid = (*rel).rd_id;
+                    super::store_row(rel, l.blk, b, s, slot);
                     if !tmfd.is_null() {
                         (*tmfd).traversed = traversed;
                     }
@@ -329,9 +327,7 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                     // (ON CONFLICT reads its xmin)
                     if let Some(l) = storage::lock(t, b, false) {
                         if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
-                            row::read_row(l.blk, s, slot);
-                            (*slot).tts_tid = tid_of(b, s);
-                            (*slot).tts_tableOid = (*rel).rd_id;
+                            super::store_row(rel, l.blk, b, s, slot);
                         }
                     }
                     return r;
@@ -373,12 +369,10 @@ pub unsafe extern "C-unwind" fn tuple_fetch_row_version(
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn tuple_tid_valid(scan: pg_sys::TableScanDesc, tid: pg_sys::ItemPointer) -> bool {
-    unsafe {
-        let st = super::scan::state(scan);
-        match decode_tid(tid) {
-            Some((b, s)) => storage::lock(st.t, b, false).map(|l| storage::slot_in_range(&l, s)).unwrap_or(false),
-            None => false,
-        }
+    let st = super::scan::state(scan);
+    match decode_tid(tid) {
+        Some((b, s)) => storage::lock(st.t, b, false).map(|l| storage::slot_in_range(&l, s)).unwrap_or(false),
+        None => false,
     }
 }
 

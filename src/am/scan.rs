@@ -2,12 +2,11 @@
 //! handed out by PostgreSQL's block allocator), TID range, bitmap heap scans, TABLESAMPLE and the
 //! ANALYZE sampler. Each row is checked for visibility and copied into the slot under its
 //! block's shared lock; no pointer into the arena survives the lock.
-use super::{check_conflict_out, predicate_lock_row, tid_of};
+use super::{check_conflict_out, predicate_lock_row};
 use crate::arena::{self, TID_OFFSETS_PER_PAGE};
 use crate::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
 use crate::ffi;
 use crate::mvcc::{self, Htsv};
-use crate::row;
 use crate::storage;
 use crate::tabledir::{self, TableRef};
 use pgrx::pg_sys;
@@ -207,9 +206,7 @@ unsafe fn seek(scan: pg_sys::TableScanDesc, forward: bool, slot: *mut pg_sys::Tu
                         check_conflict_out(rel, h, vis, snap);
                         if vis {
                             predicate_lock_row(rel, b, sl, h, snap);
-                            row::read_row(l.blk, sl, slot);
-                            (*slot).tts_tid = tid_of(b, sl);
-                            (*slot).tts_tableOid = (*rel).rd_id;
+                            super::store_row(rel, l.blk, b, sl, slot);
                             st.pos = Pos::At(bi as usize, sl);
                             return true;
                         }
@@ -263,9 +260,7 @@ unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                         check_conflict_out(rel, h, vis, snap);
                         if vis {
                             predicate_lock_row(rel, b, sl, h, snap);
-                            row::read_row(l.blk, sl, slot);
-                            (*slot).tts_tid = tid_of(b, sl);
-                            (*slot).tts_tableOid = (*rel).rd_id;
+                            super::store_row(rel, l.blk, b, sl, slot);
                             st.pcur = Some((b, sl + 1));
                             return true;
                         }
@@ -426,9 +421,7 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
             st.vis_pos += 1;
             if let Some(l) = storage::lock(st.t, b, false) {
                 if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
-                    row::read_row(l.blk, s, slot);
-                    (*slot).tts_tid = tid_of(b, s);
-                    (*slot).tts_tableOid = (*rel).rd_id;
+                    super::store_row(rel, l.blk, b, s, slot);
                     return true;
                 }
             }
@@ -521,9 +514,7 @@ pub unsafe extern "C-unwind" fn scan_sample_next_tuple(
                         let vis = mvcc::visible(h, snap);
                         check_conflict_out(rel, h, vis, snap);
                         if vis {
-                            row::read_row(l.blk, s, slot);
-                            (*slot).tts_tid = tid_of(b, s);
-                            (*slot).tts_tableOid = (*rel).rd_id;
+                            super::store_row(rel, l.blk, b, s, slot);
                             return true;
                         }
                     }
@@ -607,9 +598,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
                 }
             };
             if sample {
-                row::read_row(l.blk, s, slot);
-                (*slot).tts_tid = tid_of(b, s);
-                (*slot).tts_tableOid = (*rel).rd_id;
+                super::store_row(rel, l.blk, b, s, slot);
                 return true;
             }
         }
