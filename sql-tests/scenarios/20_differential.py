@@ -17,9 +17,10 @@ After every COMMIT/ROLLBACK the worker's own rows are compared; at the end the f
 set of queries (aggregates, jsonb, forced seq / index / index-only / bitmap / parallel scans, k
 ranges, ORDER BY LIMIT, self joins) are compared, then again after VACUUM.
 
-A last phase has truly concurrent conflicting updates of shared hot rows (READ COMMITTED):
-UPDATE v = v + 1, INSERT .. ON CONFLICT DO UPDATE, and updates of the indexed column, M times per
-worker, plus rolled-back ones; no update may be lost on either table.
+A last phase has truly concurrent conflicting updates of shared hot rows: in READ COMMITTED
+UPDATE v = v + 1, INSERT .. ON CONFLICT DO UPDATE, updates of the indexed column, rolled-back
+updates, and client-side read-modify-write under SELECT .. FOR UPDATE; in REPEATABLE READ updates
+retried on serialization failure. M times per worker; no update may be lost on either table.
 
 Env: PGHOST PGPORT PGUSER PGDATABASE. Knobs: DIFF_STEPS (default 1500), DIFF_SEED (default 20240601),
 DIFF_HOT_M (default 250).
@@ -442,6 +443,30 @@ class Worker(threading.Thread):
                     if cur.rowcount != 1:
                         fail(f"worker {self.w} hot k-update #{m} on {tbl}: updated {cur.rowcount} rows, want 1")
                         return
+                    # read-modify-write on the client under SELECT .. FOR UPDATE
+                    conn.execute("BEGIN")
+                    v = conn.execute(f"SELECT v FROM {tbl} WHERE id = -5 FOR UPDATE").fetchone()[0]
+                    cur = conn.execute(f"UPDATE {tbl} SET v = %s WHERE id = -5", (v + 1,))
+                    conn.execute("COMMIT")
+                    if cur.rowcount != 1:
+                        fail(f"worker {self.w} hot FOR UPDATE #{m} on {tbl}: updated {cur.rowcount} rows, want 1")
+                        return
+                    # REPEATABLE READ: a concurrent update must raise 40001, then retry
+                    for attempt in range(1000):
+                        try:
+                            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                            cur = conn.execute(f"UPDATE {tbl} SET v = v + 1 WHERE id = -6")
+                            conn.execute("COMMIT")
+                            if cur.rowcount != 1:
+                                fail(f"worker {self.w} hot RR update #{m} on {tbl}: updated {cur.rowcount} rows")
+                                return
+                            break
+                        except pgerrors.SerializationFailure:
+                            conn.execute("ROLLBACK")
+                            self.stats["40001_" + tbl] = self.stats.get("40001_" + tbl, 0) + 1
+                    else:
+                        fail(f"worker {self.w} hot RR update #{m} on {tbl}: 1000 serialization failures in a row")
+                        return
             self.hot_ok = True
         except psycopg.Error as e:
             fail(f"worker {self.w}: hot-row phase error: {e.sqlstate}: {str(e).strip()}")
@@ -566,7 +591,8 @@ def main():
         admin.execute(f"CREATE TABLE {tbl} (id int PRIMARY KEY, k int, v int, t text, j jsonb, updated_at int) USING {am}")
         admin.execute(f"CREATE INDEX {tbl}_k ON {tbl} (k)")
         # shared hot rows (no worker partition: id % N < 0), and a few initial rows per worker
-        admin.execute(f"INSERT INTO {tbl} (id, k, v, updated_at) VALUES (-1, -1, 0, 0), (-3, -3000, 0, 0)")
+        admin.execute(f"INSERT INTO {tbl} (id, k, v, updated_at) VALUES (-1, -1, 0, 0), (-3, -3000, 0, 0), "
+                      f"(-5, -5, 0, 0), (-6, -6, 0, 0)")
         admin.execute(f"INSERT INTO {tbl} (id, k, v, t, j, updated_at) "
                       f"SELECT g, (g % {N}) * {KBAND} + (g / {N}) * 10, g % 13, 'init' || g, "
                       f"jsonb_build_object('a', g % 10, 'tag', 'x'), 0 FROM generate_series(0, {N * IDS_PER_WORKER - 1}, 3) g")
@@ -634,7 +660,8 @@ def main():
                 fail(f"{t.name} did not finish (hang in the hot-row phase?)")
         if failed.is_set():
             return 1
-        want = [(-3, -3000 + N * HOT_M, N * HOT_M), (-2, -2, N * HOT_M), (-1, -1, N * HOT_M)]
+        want = [(-6, -6, N * HOT_M), (-5, -5, N * HOT_M), (-3, -3000 + N * HOT_M, N * HOT_M), (-2, -2, N * HOT_M),
+                (-1, -1, N * HOT_M)]
         for conn, tbl in ((ch, HEAP), (cs, SCOOT)):
             got = [tuple(r) for r in conn.execute(f"SELECT id, k, v FROM {tbl} WHERE id < 0 ORDER BY id").fetchall()]
             if got != want:
@@ -645,12 +672,13 @@ def main():
                 for s in sets:
                     conn.execute(s)
                 got = [tuple(r) for r in conn.execute(
-                    f"SELECT id, k, v FROM {tbl} WHERE k IN (-3000 + {N * HOT_M}, -2, -1) ORDER BY id").fetchall()]
+                    f"SELECT id, k, v FROM {tbl} WHERE k IN (-3000 + {N * HOT_M}, -2, -1, -5, -6) ORDER BY id").fetchall()]
                 conn.execute("COMMIT")
                 if got != want:
                     fail(f"hot rows on {tbl} via k {'(index scan)' if sets else '(seq scan)'}: got {got}, want {want}")
                     return 1
-        log(f"hot rows: no lost updates on either table ({want})")
+        ser = {k: sum(t.stats.get(k, 0) for t in workers) for k in ("40001_" + HEAP, "40001_" + SCOOT)}
+        log(f"hot rows: no lost updates on either table ({want}); REPEATABLE READ retries: {ser}")
 
         # ---------------------------------------------------------------- final VACUUM + re-check
         before = scoot_dead_rows(admin)

@@ -472,7 +472,10 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
 
         // which snapshot: a parallel scan's, a fresh MVCC one for concurrent builds, else all
         let mut registered: pg_sys::Snapshot = std::ptr::null_mut();
-        let snapshot: pg_sys::Snapshot = if !scan.is_null() {
+        let snapshot: pg_sys::Snapshot = if !scan.is_null()
+            && (*(*scan).rs_snapshot).snapshot_type != pg_sys::SnapshotType::SNAPSHOT_ANY
+        {
+            // a parallel build's MVCC snapshot (SnapshotAny means: decide by the xmin horizon)
             (*scan).rs_snapshot
         } else if (*index_info).ii_Concurrent {
             registered = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
