@@ -66,6 +66,8 @@ echo "rows accounts/tellers/branches: $counts (expected $((SCALE * 100000)) $((S
 if [ "${SCOOT_PRELOAD:-1}" = 1 ]; then
   step "SELECT * FROM scoot.arena"
   "$PG_BINDIR/psql" -X -c "SELECT * FROM scoot.arena" || echo "(scoot.arena not available)"
+  step "SELECT * FROM scoot.arena_tables"
+  "$PG_BINDIR/psql" -X -c "SELECT * FROM scoot.arena_tables ORDER BY relation::text" || true
 fi
 step "sizes (pg_total_relation_size)"
 "$PG_BINDIR/psql" -X -c "SELECT c.relname, a.amname, pg_size_pretty(pg_total_relation_size(c.oid)) AS total
