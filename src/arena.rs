@@ -164,7 +164,10 @@ pub unsafe fn install_hooks() {
             ereport!(
                 PgLogLevel::ERROR,
                 PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("scoot.block_size must be a power of two (got {} kB)", bs / 1024)
+                format!(
+                    "scoot.block_size must be a power of two (got {} kB)",
+                    bs / 1024
+                )
             );
         }
         let want = guc::ARENA_SIZE_MB.get() as usize * 1024 * 1024;
@@ -210,11 +213,10 @@ unsafe fn map_arena(bytes: usize) {
             (-1, p)
         };
         if base == libc::MAP_FAILED {
-            ereport!(
-                PgLogLevel::ERROR,
+            crate::ffi::error_hint(
                 PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
                 format!("could not map the scoot arena ({} MB)", bytes >> 20),
-                "Lower scoot.arena_size."
+                "Lower scoot.arena_size.",
             );
         }
         ARENA_FD = fd;
@@ -280,13 +282,16 @@ unsafe fn init_ctl() {
         for b in (0..n).rev() {
             let d = block_desc(b) as *const BlockDesc as *mut BlockDesc;
             pg_sys::LWLockInitialize(&mut (*d).lock, c.tranche);
-            (*d).next_free.store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
+            (*d).next_free
+                .store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
             c.free_top.store(b, Ordering::Relaxed);
         }
         if n == 0 {
             c.free_top.store(NO_BLOCK, Ordering::Relaxed);
         } else {
-            block_desc(n - 1).next_free.store(NO_BLOCK, Ordering::Relaxed);
+            block_desc(n - 1)
+                .next_free
+                .store(NO_BLOCK, Ordering::Relaxed);
         }
         c.nfree_blocks.store(n, Ordering::Relaxed);
         crate::tabledir::init(c.max_tables);
@@ -318,24 +323,20 @@ pub fn alloc_block(owner: u64) -> u32 {
         let top = c.free_top.load(Ordering::Relaxed);
         if top != NO_BLOCK {
             let d = block_desc(top);
-            c.free_top.store(d.next_free.load(Ordering::Relaxed), Ordering::Relaxed);
+            c.free_top
+                .store(d.next_free.load(Ordering::Relaxed), Ordering::Relaxed);
             c.nfree_blocks.fetch_sub(1, Ordering::Relaxed);
             d.owner.store(owner, Ordering::Release);
         }
         top
     };
     if b == NO_BLOCK {
-        ereport!(
-            PgLogLevel::ERROR,
-            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-            "out of scoot arena memory",
-            format!(
+        crate::ffi::error_hint(PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY, "out of scoot arena memory", format!(
                 "All {} blocks of {} kB are in use. Increase scoot.arena_size (now {} MB), or free space with VACUUM, TRUNCATE or DROP TABLE.",
                 c.nblocks,
                 c.block_size / 1024,
                 c.arena_bytes >> 20
-            )
-        );
+            ));
     }
     c.blocks_allocated_total.fetch_add(1, Ordering::Relaxed);
     b
@@ -356,7 +357,8 @@ pub fn free_block(b: u32) {
         libc::madvise(block_ptr(b) as *mut c_void, block_size(), libc::MADV_REMOVE);
     }
     let _g = LwGuard::exclusive(&c.alloc_lock as *const _ as *mut _);
-    d.next_free.store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
+    d.next_free
+        .store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
     c.free_top.store(b, Ordering::Relaxed);
     c.nfree_blocks.fetch_add(1, Ordering::Relaxed);
 }

@@ -208,7 +208,11 @@ impl Layout {
                     -2 => KIND_CSTRING,
                     _ => KIND_FIXED,
                 };
-                c.width = if c.kind == KIND_FIXED { a.attlen as u16 } else { 8 };
+                c.width = if c.kind == KIND_FIXED {
+                    a.attlen as u16
+                } else {
+                    8
+                };
                 c.bitmap_off = off as u32;
                 off = align_up(off + cap.div_ceil(8), REGION_ALIGN);
                 c.values_off = off as u32;
@@ -247,9 +251,7 @@ impl BlockRef {
     }
     #[inline]
     pub fn col(&self, i: usize) -> &ColDesc {
-        unsafe {
-            &*((self.base.add(std::mem::size_of::<BlockHeader>()) as *const ColDesc).add(i))
-        }
+        unsafe { &*((self.base.add(std::mem::size_of::<BlockHeader>()) as *const ColDesc).add(i)) }
     }
     #[inline]
     pub fn row(&self, slot: u32) -> &mut RowHdr {
@@ -284,7 +286,10 @@ impl BlockRef {
     }
     #[inline]
     pub fn value_ptr(&self, c: &ColDesc, slot: u32) -> *mut u8 {
-        unsafe { self.base.add(c.values_off as usize + slot as usize * c.width as usize) }
+        unsafe {
+            self.base
+                .add(c.values_off as usize + slot as usize * c.width as usize)
+        }
     }
     /// (offset, length) of a variable-length value.
     #[inline]
@@ -356,7 +361,11 @@ impl BlockRef {
             top -= len;
             if top != off {
                 unsafe {
-                    std::ptr::copy(self.base.add(off as usize), self.base.add(top as usize), len as usize)
+                    std::ptr::copy(
+                        self.base.add(off as usize),
+                        self.base.add(top as usize),
+                        len as usize,
+                    )
                 };
             }
             let c = *self.col(i);
@@ -384,7 +393,10 @@ pub mod tid {
         if off == 0 || off as u32 > TID_OFFSETS_PER_PAGE {
             return None;
         }
-        Some((page / vpb, (page % vpb) * TID_OFFSETS_PER_PAGE + off as u32 - 1))
+        Some((
+            page / vpb,
+            (page % vpb) * TID_OFFSETS_PER_PAGE + off as u32 - 1,
+        ))
     }
 }
 
@@ -395,14 +407,24 @@ mod tests {
     use pgrx::prelude::*;
 
     fn spec(attlen: i16, est: u32) -> AttrSpec {
-        AttrSpec { attlen, byval: attlen > 0 && attlen <= 8, align: 4, dropped: false, est_var: est }
+        AttrSpec {
+            attlen,
+            byval: attlen > 0 && attlen <= 8,
+            align: 4,
+            dropped: false,
+            est_var: est,
+        }
     }
 
     #[pg_test]
     fn layout_fits_and_is_aligned() {
         let attrs = [spec(4, 0), spec(4, 0), spec(4, 0), spec(-1, 84)];
         let l = Layout::compute(&attrs, 1 << 20, 32768).unwrap();
-        assert!(l.capacity > 4000 && l.capacity <= 8192, "capacity {}", l.capacity);
+        assert!(
+            l.capacity > 4000 && l.capacity <= 8192,
+            "capacity {}",
+            l.capacity
+        );
         assert!(l.fixed_end as usize <= 1 << 20);
         for c in &l.cols {
             assert_eq!(c.values_off % 64, 0);
@@ -435,7 +457,9 @@ mod tests {
         let bs = 64 * 1024;
         let l = Layout::compute(&[spec(-1, 16)], bs, 2048).unwrap();
         let mut mem = vec![0u8; bs];
-        let b = BlockRef { base: mem.as_mut_ptr() };
+        let b = BlockRef {
+            base: mem.as_mut_ptr(),
+        };
         b.format(&l, 1, 1);
         let c = *b.col(0);
         let mut low = bs as u32;
@@ -451,7 +475,10 @@ mod tests {
         for slot in (0..10u32).step_by(2) {
             let (off, len) = b.var_entry(&c, slot);
             let got = unsafe { std::slice::from_raw_parts(b.base.add(off as usize), len as usize) };
-            assert_eq!(got, format!("value-{slot}-{}", "x".repeat(slot as usize)).as_bytes());
+            assert_eq!(
+                got,
+                format!("value-{slot}-{}", "x".repeat(slot as usize)).as_bytes()
+            );
         }
     }
 }

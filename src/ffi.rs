@@ -109,3 +109,17 @@ pub fn xid_valid(x: u32) -> bool {
 pub fn xid(x: u32) -> pg_sys::TransactionId {
     pg_sys::TransactionId::from(x)
 }
+
+/// ERROR with a HINT line (pgrx's `ereport!` 4th argument is the DETAIL).
+#[track_caller]
+pub fn error_hint(
+    code: pgrx::PgSqlErrorCode,
+    msg: impl Into<String>,
+    hint: impl Into<String>,
+) -> ! {
+    let msg: String = msg.into();
+    pgrx::pg_sys::panic::ErrorReport::new(code, msg, "pg_scoot")
+        .set_hint(hint)
+        .report(pgrx::PgLogLevel::ERROR);
+    unreachable!()
+}

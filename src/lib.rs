@@ -62,12 +62,7 @@ pub extern "C-unwind" fn _PG_init() {
 pub fn ensure_preloaded() {
     unsafe {
         if !PRELOADED || !arena::is_ready() {
-            ereport!(
-                PgLogLevel::ERROR,
-                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                "pg_scoot is not loaded through shared_preload_libraries",
-                "Add pg_scoot to shared_preload_libraries in postgresql.conf and restart the server."
-            );
+            crate::ffi::error_hint(PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "pg_scoot is not loaded through shared_preload_libraries", "Add pg_scoot to shared_preload_libraries in postgresql.conf and restart the server.");
         }
     }
 }
@@ -90,6 +85,9 @@ pub mod pg_test {
 
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec!["shared_preload_libraries = 'pg_scoot'", "scoot.arena_size = 256"]
+        vec![
+            "shared_preload_libraries = 'pg_scoot'",
+            "scoot.arena_size = 256",
+        ]
     }
 }

@@ -56,7 +56,8 @@ fn status_mode(st: pg_sys::MultiXactStatus::Type) -> Mode {
 }
 
 fn status_is_update(st: pg_sys::MultiXactStatus::Type) -> bool {
-    st == pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate || st == pg_sys::MultiXactStatus::MultiXactStatusUpdate
+    st == pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
+        || st == pg_sys::MultiXactStatus::MultiXactStatusUpdate
 }
 
 /// Tuple lock conflict table (same as heap's, via the heavyweight modes).
@@ -158,11 +159,21 @@ fn conflicting_holder(h: &RowHdr, mode: Mode) -> Holder {
 }
 
 /// Waits until the holders of `xwait` that conflict with `mode` are gone.
-fn wait_for(rel: pg_sys::Relation, tid: &mut pg_sys::ItemPointerData, xwait: u32, is_multi: bool, mode: Mode, oper: pg_sys::XLTW_Oper::Type) {
+fn wait_for(
+    rel: pg_sys::Relation,
+    tid: &mut pg_sys::ItemPointerData,
+    xwait: u32,
+    is_multi: bool,
+    mode: Mode,
+    oper: pg_sys::XLTW_Oper::Type,
+) {
     unsafe {
         if is_multi {
             for (x, st) in members(xwait).0 {
-                if !mvcc::is_current(x) && mvcc::in_progress(x) && modes_conflict(status_mode(st), mode) {
+                if !mvcc::is_current(x)
+                    && mvcc::in_progress(x)
+                    && modes_conflict(status_mode(st), mode)
+                {
                     pg_sys::XactLockTableWait(xid(x), rel, tid, oper);
                 }
             }
@@ -211,7 +222,11 @@ fn fresh_bits(mode: Mode, is_update: bool) -> (u16, bool) {
 /// compute_new_xmax_infomask: the xmax (and bits) after `add` takes `mode` (lock or update).
 pub fn compute_new_xmax(h: &RowHdr, add: u32, mode: Mode, is_update: bool) -> (u32, u16, bool) {
     let m = h.infomask();
-    let new_status = if is_update { upd_status(mode) } else { lock_status(mode) };
+    let new_status = if is_update {
+        upd_status(mode)
+    } else {
+        lock_status(mode)
+    };
     let fresh = |md: Mode| {
         let (b, k) = fresh_bits(md, is_update);
         (add, b, k)
@@ -223,7 +238,8 @@ pub fn compute_new_xmax(h: &RowHdr, add: u32, mode: Mode, is_update: bool) -> (u
         if !mvcc::multi_running(h.xmax, xmax_is_locked_only(m)) {
             return fresh(mode);
         }
-        let nm = unsafe { pg_sys::MultiXactIdExpand(xid(h.xmax), xid(add), new_status).into_inner() };
+        let nm =
+            unsafe { pg_sys::MultiXactIdExpand(xid(h.xmax), xid(add), new_status).into_inner() };
         let (b, k) = multi_hint_bits(nm);
         return (nm, b, k);
     }
@@ -245,7 +261,9 @@ pub fn compute_new_xmax(h: &RowHdr, add: u32, mode: Mode, is_update: bool) -> (u
             // our own (sub)transaction updated it before: the new update replaces it
             return fresh(mode);
         }
-        let nm = unsafe { pg_sys::MultiXactIdCreate(xid(old), old_status, xid(add), new_status).into_inner() };
+        let nm = unsafe {
+            pg_sys::MultiXactIdCreate(xid(old), old_status, xid(add), new_status).into_inner()
+        };
         let (b, k) = multi_hint_bits(nm);
         return (nm, b, k);
     }
@@ -253,7 +271,12 @@ pub fn compute_new_xmax(h: &RowHdr, add: u32, mode: Mode, is_update: bool) -> (u
 }
 
 /// Fills TM_FailureData from a row that cannot be modified.
-pub fn fill_tmfd(h: &RowHdr, self_tid: pg_sys::ItemPointerData, res: u32, tmfd: *mut pg_sys::TM_FailureData) {
+pub fn fill_tmfd(
+    h: &RowHdr,
+    self_tid: pg_sys::ItemPointerData,
+    res: u32,
+    tmfd: *mut pg_sys::TM_FailureData,
+) {
     if tmfd.is_null() {
         return;
     }
@@ -269,7 +292,11 @@ pub fn fill_tmfd(h: &RowHdr, self_tid: pg_sys::ItemPointerData, res: u32, tmfd: 
             self_tid
         };
         (*tmfd).xmax = xid(mvcc::update_xid(h));
-        (*tmfd).cmax = if res == pg_sys::TM_Result::TM_SelfModified { mvcc::cmax(h) } else { pg_sys::InvalidCommandId };
+        (*tmfd).cmax = if res == pg_sys::TM_Result::TM_SelfModified {
+            mvcc::cmax(h)
+        } else {
+            pg_sys::InvalidCommandId
+        };
         (*tmfd).traversed = false;
     }
 }
@@ -327,12 +354,16 @@ pub fn acquire(
                 };
                 drop(l);
                 match policy {
-                    pg_sys::LockWaitPolicy::LockWaitSkip => return Acquired::Fail(pg_sys::TM_Result::TM_WouldBlock),
+                    pg_sys::LockWaitPolicy::LockWaitSkip => {
+                        return Acquired::Fail(pg_sys::TM_Result::TM_WouldBlock)
+                    }
                     pg_sys::LockWaitPolicy::LockWaitError => {
                         ereport!(
                             PgLogLevel::ERROR,
                             PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
-                            format!("could not obtain lock on row in relation \"{}\"", unsafe { ffi::rel_name(rel) })
+                            format!("could not obtain lock on row in relation \"{}\"", unsafe {
+                                ffi::rel_name(rel)
+                            })
                         );
                     }
                     _ => {}

@@ -19,8 +19,11 @@ pub const HEAP_XMIN_FROZEN: u16 = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID;
 pub const HEAP_XMAX_COMMITTED: u16 = 0x0400;
 pub const HEAP_XMAX_INVALID: u16 = 0x0800;
 pub const HEAP_XMAX_IS_MULTI: u16 = 0x1000;
-pub const HEAP_XMAX_BITS: u16 =
-    HEAP_XMAX_COMMITTED | HEAP_XMAX_INVALID | HEAP_XMAX_IS_MULTI | HEAP_LOCK_MASK | HEAP_XMAX_LOCK_ONLY;
+pub const HEAP_XMAX_BITS: u16 = HEAP_XMAX_COMMITTED
+    | HEAP_XMAX_INVALID
+    | HEAP_XMAX_IS_MULTI
+    | HEAP_LOCK_MASK
+    | HEAP_XMAX_LOCK_ONLY;
 
 const HEAP_KEYS_UPDATED_2: u16 = 0x2000;
 
@@ -75,7 +78,11 @@ fn fake(h: &RowHdr) -> pg_sys::HeapTupleHeaderData {
     t.t_choice.t_heap.t_xmax = xid(h.xmax);
     t.t_choice.t_heap.t_field3.t_cid = h.cid;
     t.t_infomask = h.infomask();
-    t.t_infomask2 = if h.flags & F_KEYS_UPDATED != 0 { HEAP_KEYS_UPDATED_2 } else { 0 };
+    t.t_infomask2 = if h.flags & F_KEYS_UPDATED != 0 {
+        HEAP_KEYS_UPDATED_2
+    } else {
+        0
+    };
     t
 }
 
@@ -363,9 +370,7 @@ pub fn visible(h: &RowHdr, snap: pg_sys::Snapshot) -> bool {
             pg_sys::SnapshotType::SNAPSHOT_ANY => true,
             pg_sys::SnapshotType::SNAPSHOT_TOAST => !xmin_invalid(h.infomask()),
             pg_sys::SnapshotType::SNAPSHOT_DIRTY => satisfies_self_dirty(h, Some(snap)),
-            pg_sys::SnapshotType::SNAPSHOT_NON_VACUUMABLE => {
-                !dead_to_all(h, (*snap).vistest)
-            }
+            pg_sys::SnapshotType::SNAPSHOT_NON_VACUUMABLE => !dead_to_all(h, (*snap).vistest),
             _ => {
                 ereport!(
                     PgLogLevel::ERROR,
@@ -396,22 +401,42 @@ pub fn satisfies_update(h: &RowHdr, curcid: u32) -> u32 {
             }
             if xmax_is_locked_only(m) {
                 if m & HEAP_XMAX_IS_MULTI != 0 {
-                    return if multi_running(h.xmax, true) { TM_BeingModified } else { TM_Ok };
+                    return if multi_running(h.xmax, true) {
+                        TM_BeingModified
+                    } else {
+                        TM_Ok
+                    };
                 }
-                return if in_progress(h.xmax) { TM_BeingModified } else { TM_Ok };
+                return if in_progress(h.xmax) {
+                    TM_BeingModified
+                } else {
+                    TM_Ok
+                };
             }
             if m & HEAP_XMAX_IS_MULTI != 0 {
                 let x = update_xid(h);
                 if !is_current(x) {
-                    return if multi_running(h.xmax, false) { TM_BeingModified } else { TM_Ok };
+                    return if multi_running(h.xmax, false) {
+                        TM_BeingModified
+                    } else {
+                        TM_Ok
+                    };
                 }
-                return if cmax(h) >= curcid { TM_SelfModified } else { TM_Invisible };
+                return if cmax(h) >= curcid {
+                    TM_SelfModified
+                } else {
+                    TM_Invisible
+                };
             }
             if !is_current(h.xmax) {
                 h.set_hint(HEAP_XMAX_INVALID);
                 return TM_Ok;
             }
-            return if cmax(h) >= curcid { TM_SelfModified } else { TM_Invisible };
+            return if cmax(h) >= curcid {
+                TM_SelfModified
+            } else {
+                TM_Invisible
+            };
         } else if in_progress(h.xmin) {
             return TM_Invisible;
         } else if did_commit(h.xmin) {
@@ -447,7 +472,11 @@ pub fn satisfies_update(h: &RowHdr, curcid: u32) -> u32 {
             }
         }
         if is_current(x) {
-            return if cmax(h) >= curcid { TM_SelfModified } else { TM_Invisible };
+            return if cmax(h) >= curcid {
+                TM_SelfModified
+            } else {
+                TM_Invisible
+            };
         }
         if multi_running(h.xmax, false) {
             return TM_BeingModified;
@@ -465,7 +494,11 @@ pub fn satisfies_update(h: &RowHdr, curcid: u32) -> u32 {
         if xmax_is_locked_only(m) {
             return TM_BeingModified;
         }
-        return if cmax(h) >= curcid { TM_SelfModified } else { TM_Invisible };
+        return if cmax(h) >= curcid {
+            TM_SelfModified
+        } else {
+            TM_Invisible
+        };
     }
     if in_progress(h.xmax) {
         return TM_BeingModified;

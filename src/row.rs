@@ -27,7 +27,9 @@ pub unsafe fn attr_specs(td: pg_sys::TupleDesc) -> Vec<AttrSpec> {
             let a = &*ffi::tupdesc_attr(td, i);
             let est = if a.attlen < 0 {
                 let typmod = a.atttypmod;
-                if typmod > 4 && (a.atttypid == pg_sys::BPCHAROID || a.atttypid == pg_sys::VARCHAROID) {
+                if typmod > 4
+                    && (a.atttypid == pg_sys::BPCHAROID || a.atttypid == pg_sys::VARCHAROID)
+                {
                     (typmod - 4) as u32
                 } else {
                     32
@@ -121,7 +123,11 @@ pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
                         2 => (p as *mut u16).write_unaligned(raw as u16),
                         4 => (p as *mut u32).write_unaligned(raw as u32),
                         8 => (p as *mut u64).write_unaligned(raw),
-                        _ => std::ptr::copy_nonoverlapping(&raw as *const u64 as *const u8, p, c.attlen as usize),
+                        _ => std::ptr::copy_nonoverlapping(
+                            &raw as *const u64 as *const u8,
+                            p,
+                            c.attlen as usize,
+                        ),
                     }
                 }
                 Val::Bytes(src, len) => {
@@ -130,7 +136,11 @@ pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
                         std::ptr::copy_nonoverlapping(*src, b.value_ptr(&c, slot), *len as usize);
                     } else {
                         var_low -= *len;
-                        std::ptr::copy_nonoverlapping(*src, b.base.add(var_low as usize), *len as usize);
+                        std::ptr::copy_nonoverlapping(
+                            *src,
+                            b.base.add(var_low as usize),
+                            *len as usize,
+                        );
                         b.set_var_entry(&c, slot, var_low, *len);
                     }
                 }
@@ -162,7 +172,9 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
             }
             let a = &*ffi::tupdesc_attr(td, i);
             match c.kind {
-                KIND_FIXED => size = align_to(size, typalign_bytes(a.attalign) as usize) + c.attlen as usize,
+                KIND_FIXED => {
+                    size = align_to(size, typalign_bytes(a.attalign) as usize) + c.attlen as usize
+                }
                 KIND_VAR => size = align_to(size, 4) + b.var_entry(c, slot).1 as usize + 4,
                 _ => size += b.var_entry(c, slot).1 as usize,
             }
@@ -205,7 +217,11 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
                     let dst = buf.add(pos);
                     // 4-byte varlena header: (len + 4) << 2 on little-endian
                     (dst as *mut u32).write(((len + 4) as u32) << 2);
-                    std::ptr::copy_nonoverlapping(b.base.add(off as usize), dst.add(4), len as usize);
+                    std::ptr::copy_nonoverlapping(
+                        b.base.add(off as usize),
+                        dst.add(4),
+                        len as usize,
+                    );
                     pos += len as usize + 4;
                     pg_sys::Datum::from(dst)
                 }

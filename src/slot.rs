@@ -45,16 +45,26 @@ unsafe extern "C-unwind" fn clear(slot: *mut pg_sys::TupleTableSlot) {
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn getsysattr(slot: *mut pg_sys::TupleTableSlot, attnum: i32, isnull: *mut bool) -> pg_sys::Datum {
+unsafe extern "C-unwind" fn getsysattr(
+    slot: *mut pg_sys::TupleTableSlot,
+    attnum: i32,
+    isnull: *mut bool,
+) -> pg_sys::Datum {
     unsafe {
         let s = slot as *mut ScootSlot;
         *isnull = false;
         match attnum {
             pg_sys::MinTransactionIdAttributeNumber | pg_sys::MaxTransactionIdAttributeNumber => {
-                let x = if attnum == pg_sys::MinTransactionIdAttributeNumber { (*s).xmin } else { (*s).xmax };
+                let x = if attnum == pg_sys::MinTransactionIdAttributeNumber {
+                    (*s).xmin
+                } else {
+                    (*s).xmax
+                };
                 pg_sys::Datum::from(x)
             }
-            pg_sys::MinCommandIdAttributeNumber | pg_sys::MaxCommandIdAttributeNumber => pg_sys::Datum::from((*s).cid),
+            pg_sys::MinCommandIdAttributeNumber | pg_sys::MaxCommandIdAttributeNumber => {
+                pg_sys::Datum::from((*s).cid)
+            }
             _ => {
                 ereport!(
                     PgLogLevel::ERROR,
@@ -75,7 +85,11 @@ pub unsafe fn set_sysattrs(slot: *mut pg_sys::TupleTableSlot, h: &RowHdr) {
         }
         let s = slot as *mut ScootSlot;
         let m = h.infomask();
-        (*s).xmin = if m & mvcc::HEAP_XMIN_FROZEN == mvcc::HEAP_XMIN_FROZEN { 2 } else { h.xmin };
+        (*s).xmin = if m & mvcc::HEAP_XMIN_FROZEN == mvcc::HEAP_XMIN_FROZEN {
+            2
+        } else {
+            h.xmin
+        };
         (*s).xmax = h.xmax;
         (*s).cid = h.cid;
     }

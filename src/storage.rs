@@ -11,10 +11,10 @@
 //! member freed under it.
 use crate::arena::{self, BlockDesc, LwGuard};
 use crate::block::*;
+use crate::ffi;
 use crate::mvcc::HEAP_XMAX_INVALID;
 use crate::row::{self, Prepared};
 use crate::tabledir::TableRef;
-use crate::ffi;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -54,11 +54,22 @@ pub fn lock(t: TableRef, b: u32, exclusive: bool) -> Option<Locked> {
     if desc.owner.load(Ordering::Acquire) != t.owner() {
         return None;
     }
-    let g = if exclusive { desc.exclusive() } else { desc.share() };
+    let g = if exclusive {
+        desc.exclusive()
+    } else {
+        desc.share()
+    };
     if desc.owner.load(Ordering::Acquire) != t.owner() {
         return None;
     }
-    Some(Locked { b, desc, blk: BlockRef { base: arena::block_ptr(b) }, _g: g })
+    Some(Locked {
+        b,
+        desc,
+        blk: BlockRef {
+            base: arena::block_ptr(b),
+        },
+        _g: g,
+    })
 }
 
 /// Is `slot` an initialised slot of the locked block?
@@ -91,7 +102,9 @@ fn take_slot(l: &Locked, var_need: u32) -> u32 {
     let room = d.var_low.load(Ordering::Relaxed) - d.fixed_end.load(Ordering::Relaxed);
     if room < var_need {
         let hwm = l.hwm();
-        let low = l.blk.compact_var(hwm, arena::block_size() as u32, |s| l.row(s).state() == ST_NORMAL);
+        let low = l.blk.compact_var(hwm, arena::block_size() as u32, |s| {
+            l.row(s).state() == ST_NORMAL
+        });
         d.var_low.store(low, Ordering::Relaxed);
         d.var_dead.store(0, Ordering::Relaxed);
     }
@@ -114,13 +127,14 @@ fn new_block(rel: pg_sys::Relation, t: TableRef, var_need: u32) -> Locked {
         Layout::compute(&specs, arena::block_size(), arena::max_rows())
     };
     let Some(layout) = layout else {
-        ereport!(
-            PgLogLevel::ERROR,
+        crate::ffi::error_hint(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("table \"{}\" has too many columns for a scoot block", unsafe { ffi::rel_name(rel) }),
-            "Increase scoot.block_size."
+            format!(
+                "table \"{}\" has too many columns for a scoot block",
+                unsafe { ffi::rel_name(rel) }
+            ),
+            "Increase scoot.block_size.",
         );
-        unreachable!()
     };
     let bs = arena::block_size() as u32;
     if var_need > bs - layout.fixed_end {
@@ -129,7 +143,9 @@ fn new_block(rel: pg_sys::Relation, t: TableRef, var_need: u32) -> Locked {
     let b = arena::alloc_block(t.owner());
     let desc = arena::block_desc(b);
     let g = desc.exclusive();
-    let blk = BlockRef { base: arena::block_ptr(b) };
+    let blk = BlockRef {
+        base: arena::block_ptr(b),
+    };
     blk.format(&layout, t.id, t.entry().key.rel);
     desc.capacity.store(layout.capacity, Ordering::Relaxed);
     desc.fixed_end.store(layout.fixed_end, Ordering::Relaxed);
@@ -141,27 +157,31 @@ fn new_block(rel: pg_sys::Relation, t: TableRef, var_need: u32) -> Locked {
     desc.natts.store(layout.natts as u32, Ordering::Relaxed);
     desc.hwm.store(0, Ordering::Release);
     t.entry().nblocks.fetch_add(1, Ordering::Relaxed);
-    Locked { b, desc, blk, _g: g }
+    Locked {
+        b,
+        desc,
+        blk,
+        _g: g,
+    }
 }
 
 fn too_large(rel: pg_sys::Relation, need: u32, limit: u32) -> ! {
-    ereport!(
-        PgLogLevel::ERROR,
-        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-        format!(
+    crate::ffi::error_hint(PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, format!(
             "row is too large for a scoot block: {} bytes of variable-length data in table \"{}\", the limit is {} bytes",
             need,
             unsafe { ffi::rel_name(rel) },
             limit
-        ),
-        "Values are stored uncompressed inside one block; increase scoot.block_size to store larger rows."
-    );
-    unreachable!()
+        ), "Values are stored uncompressed inside one block; increase scoot.block_size to store larger rows.");
 }
 
 /// Finds (or allocates) a block of `t` with room for a row needing `var_need` var bytes and
 /// returns it locked exclusively with a slot taken.
-fn block_for_insert(rel: pg_sys::Relation, t: TableRef, var_need: u32, prefer: Option<u32>) -> (Locked, u32) {
+fn block_for_insert(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    var_need: u32,
+    prefer: Option<u32>,
+) -> (Locked, u32) {
     let natts = unsafe { ffi::rel_natts(rel) } as u32;
     let bs = arena::block_size() as u32;
     // 1. the preferred block (an updated row's block), this backend's insert block, the hint
@@ -190,7 +210,14 @@ fn block_for_insert(rel: pg_sys::Relation, t: TableRef, var_need: u32, prefer: O
         }
         if let Some(g) = LwGuard::try_exclusive(d.lock_ptr()) {
             if d.owner.load(Ordering::Acquire) == owner && has_room(d, natts, var_need) {
-                let l = Locked { b, desc: d, blk: BlockRef { base: arena::block_ptr(b) }, _g: g };
+                let l = Locked {
+                    b,
+                    desc: d,
+                    blk: BlockRef {
+                        base: arena::block_ptr(b),
+                    },
+                    _g: g,
+                };
                 INSERT_BLOCK.with(|m| m.borrow_mut().insert(t.id, b));
                 t.entry().insert_hint.store(b, Ordering::Relaxed);
                 let s = take_slot(&l, var_need);
@@ -230,7 +257,13 @@ pub fn insert(
     h.xmax = 0;
     h.cid = cid;
     h.infomask.store(HEAP_XMAX_INVALID, Ordering::Relaxed);
-    h.flags = ST_NORMAL | flags | if spec_token.is_some() { F_SPECULATIVE } else { 0 };
+    h.flags = ST_NORMAL
+        | flags
+        | if spec_token.is_some() {
+            F_SPECULATIVE
+        } else {
+            0
+        };
     h.next_block = arena::NO_BLOCK;
     h.next_slot = spec_token.unwrap_or(NO_SLOT);
     l.touch();
@@ -240,7 +273,14 @@ pub fn insert(
 
 /// Sets a new xmax (update/delete/lock) on a row. `keys_updated` sets heap's HEAP_KEYS_UPDATED;
 /// `cmax` (update/delete only) stores the command id, possibly as a combo id.
-pub fn set_xmax(l: &Locked, s: u32, xmax: u32, infomask_bits: u16, keys_updated: bool, cmax: Option<u32>) {
+pub fn set_xmax(
+    l: &Locked,
+    s: u32,
+    xmax: u32,
+    infomask_bits: u16,
+    keys_updated: bool,
+    cmax: Option<u32>,
+) {
     let h = l.row(s);
     let mut m = h.infomask() & !crate::mvcc::HEAP_XMAX_BITS;
     m |= infomask_bits;
@@ -289,7 +329,8 @@ pub fn finish_speculative(l: &Locked, s: u32, succeeded: bool) {
     if !succeeded {
         // like heap_abort_speculative: xmin invalid makes it dead to everyone at once
         h.xmin = 0;
-        h.infomask.fetch_or(crate::mvcc::HEAP_XMIN_INVALID, Ordering::Relaxed);
+        h.infomask
+            .fetch_or(crate::mvcc::HEAP_XMIN_INVALID, Ordering::Relaxed);
     }
     l.touch();
 }
@@ -307,7 +348,11 @@ pub fn make_redirect(l: &Locked, s: u32, nb: u32, ns: u32) {
     }
     // a redirect's xmax field counts its re-targetings, so a pruner that recorded an older
     // target cannot mistake a reused slot for it (ABA)
-    h.xmax = if h.state() == ST_REDIRECT { h.xmax.wrapping_add(1) } else { 1 };
+    h.xmax = if h.state() == ST_REDIRECT {
+        h.xmax.wrapping_add(1)
+    } else {
+        1
+    };
     h.flags = ST_REDIRECT;
     h.next_block = nb;
     h.next_slot = ns;
@@ -364,7 +409,9 @@ pub fn free_all_blocks(t: TableRef) {
             t.entry().nblocks.fetch_sub(1, Ordering::Relaxed);
         }
     }
-    t.entry().insert_hint.store(arena::NO_BLOCK, Ordering::Relaxed);
+    t.entry()
+        .insert_hint
+        .store(arena::NO_BLOCK, Ordering::Relaxed);
     INSERT_BLOCK.with(|m| m.borrow_mut().remove(&t.id));
 }
 
@@ -373,7 +420,12 @@ pub fn release_empty_block(t: TableRef, l: Locked) {
     if l.desc.nfree.load(Ordering::Relaxed) == l.hwm() {
         arena::free_block(l.b);
         t.entry().nblocks.fetch_sub(1, Ordering::Relaxed);
-        let _ = t.entry().insert_hint.compare_exchange(l.b, arena::NO_BLOCK, Ordering::Relaxed, Ordering::Relaxed);
+        let _ = t.entry().insert_hint.compare_exchange(
+            l.b,
+            arena::NO_BLOCK,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
         INSERT_BLOCK.with(|m| {
             let mut m = m.borrow_mut();
             if m.get(&t.id) == Some(&l.b) {
@@ -386,7 +438,8 @@ pub fn release_empty_block(t: TableRef, l: Locked) {
 /// Sets a frozen xmin (VACUUM freezing): the row is visible to all and its xid may be recycled.
 pub fn freeze_xmin(l: &Locked, s: u32) {
     let h = l.row(s);
-    h.infomask.fetch_or(crate::mvcc::HEAP_XMIN_FROZEN, Ordering::Relaxed);
+    h.infomask
+        .fetch_or(crate::mvcc::HEAP_XMIN_FROZEN, Ordering::Relaxed);
     l.touch();
 }
 

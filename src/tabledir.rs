@@ -94,7 +94,12 @@ pub fn key_of_rel(rel: pg_sys::Relation) -> RelKey {
 }
 
 pub fn key_of_node(node: &pg_sys::RelFileNode, backend: i32) -> RelKey {
-    RelKey { spc: node.spcNode.into(), db: node.dbNode.into(), rel: node.relNode.into(), backend }
+    RelKey {
+        spc: node.spcNode.into(),
+        db: node.dbNode.into(),
+        rel: node.relNode.into(),
+        backend,
+    }
 }
 
 fn find_locked(key: &RelKey) -> Option<TableRef> {
@@ -102,7 +107,10 @@ fn find_locked(key: &RelKey) -> Option<TableRef> {
     for id in 1..=max {
         let e = entry(id);
         if e.state.load(Ordering::Relaxed) == E_USED && e.key == *key {
-            return Some(TableRef { id, gen: e.gen.load(Ordering::Relaxed) });
+            return Some(TableRef {
+                id,
+                gen: e.gen.load(Ordering::Relaxed),
+            });
         }
     }
     None
@@ -135,13 +143,11 @@ pub fn create(key: &RelKey, relid: u32) -> TableRef {
         }
     }
     drop(_g);
-    ereport!(
-        PgLogLevel::ERROR,
+    crate::ffi::error_hint(
         PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
         "too many scoot tables",
-        format!("Increase scoot.max_tables (now {max}) and restart the server.")
+        format!("Increase scoot.max_tables (now {max}) and restart the server."),
     );
-    unreachable!()
 }
 
 /// Forgets an entry (its blocks must already be freed).
@@ -166,7 +172,14 @@ pub fn all() -> Vec<(TableRef, RelKey, u32)> {
     for id in 1..=arena::ctl().max_tables {
         let e = entry(id);
         if e.state.load(Ordering::Relaxed) == E_USED {
-            v.push((TableRef { id, gen: e.gen.load(Ordering::Relaxed) }, e.key, e.relid.load(Ordering::Relaxed)));
+            v.push((
+                TableRef {
+                    id,
+                    gen: e.gen.load(Ordering::Relaxed),
+                },
+                e.key,
+                e.relid.load(Ordering::Relaxed),
+            ));
         }
     }
     v

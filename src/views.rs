@@ -25,7 +25,10 @@ fn arena_info() -> TableIterator<
     let c = arena::ctl();
     let free = c.nfree_blocks.load(Ordering::Relaxed);
     let tables = tabledir::all();
-    let used_bytes: u64 = tables.iter().map(|(t, _, _)| crate::am::ddl::table_usage(*t).0).sum();
+    let used_bytes: u64 = tables
+        .iter()
+        .map(|(t, _, _)| crate::am::ddl::table_usage(*t).0)
+        .sum();
     TableIterator::once((
         c.arena_bytes as i64,
         c.block_size as i32,
@@ -50,13 +53,16 @@ fn arena_tables() -> TableIterator<
     ),
 > {
     crate::ensure_preloaded();
-    let horizon = unsafe { pg_sys::GetOldestNonRemovableTransactionId(std::ptr::null_mut()).into_inner() };
+    let horizon =
+        unsafe { pg_sys::GetOldestNonRemovableTransactionId(std::ptr::null_mut()).into_inner() };
     let mut rows = Vec::new();
     for (t, key, _) in tabledir::all() {
         let blocks = tabledir::blocks_of(t);
         let (mut live, mut dead) = (0i64, 0i64);
         for &b in &blocks {
-            let Some(l) = storage::lock(t, b, false) else { continue };
+            let Some(l) = storage::lock(t, b, false) else {
+                continue;
+            };
             for s in 0..l.hwm() {
                 let h = l.row(s);
                 match h.state() {
@@ -72,7 +78,11 @@ fn arena_tables() -> TableIterator<
         }
         let relid = if key.db == u32::from(unsafe { pg_sys::MyDatabaseId }) {
             let oid = unsafe { crate::ffi::RelidByRelfilenode(key.spc.into(), key.rel.into()) };
-            if oid == pg_sys::InvalidOid { None } else { Some(oid) }
+            if oid == pg_sys::InvalidOid {
+                None
+            } else {
+                Some(oid)
+            }
         } else {
             None
         };
@@ -85,7 +95,9 @@ fn arena_tables() -> TableIterator<
             crate::am::ddl::table_usage(t).0 as i64,
         ));
     }
-    let _ = BlockRef { base: std::ptr::null_mut() };
+    let _ = BlockRef {
+        base: std::ptr::null_mut(),
+    };
     TableIterator::new(rows)
 }
 
@@ -128,7 +140,9 @@ fn row_versions(
         }
         let t = tabledir::resolve(r);
         for b in tabledir::blocks_of(t) {
-            let Some(l) = storage::lock(t, b, false) else { continue };
+            let Some(l) = storage::lock(t, b, false) else {
+                continue;
+            };
             for s in 0..l.hwm() {
                 let h = l.row(s);
                 let st = match h.state() {
@@ -137,7 +151,10 @@ fn row_versions(
                     ST_DEAD => "dead",
                     _ => "free",
                 };
-                let next = if h.state() != crate::block::ST_FREE && h.has_next() && h.next_block != arena::NO_BLOCK {
+                let next = if h.state() != crate::block::ST_FREE
+                    && h.has_next()
+                    && h.next_block != arena::NO_BLOCK
+                {
                     Some(crate::am::tid_of(h.next_block, h.next_slot))
                 } else {
                     None

@@ -32,7 +32,12 @@ fn level() -> i32 {
 }
 
 fn push(action: Action) {
-    PENDING.with(|p| p.borrow_mut().push(Pending { level: level(), action }));
+    PENDING.with(|p| {
+        p.borrow_mut().push(Pending {
+            level: level(),
+            action,
+        })
+    });
 }
 
 pub fn drop_on_commit(key: RelKey) {
@@ -103,7 +108,9 @@ unsafe extern "C-unwind" fn subxact_callback(
         SUBXACT_EVENT_ABORT_SUB => {
             let mine: Vec<Pending> = PENDING.with(|p| {
                 let mut v = p.borrow_mut();
-                let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *v).into_iter().partition(|x| x.level >= lvl);
+                let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *v)
+                    .into_iter()
+                    .partition(|x| x.level >= lvl);
                 *v = rest;
                 mine
             });

@@ -57,6 +57,7 @@ CONNOPTS = "-c statement_timeout=90s -c lock_timeout=60s -c jit=off -c client_mi
 failed = threading.Event()
 fail_lock = threading.Lock()
 fail_msgs = []
+barriers = []                 # broken on failure so that nobody waits for a dead worker
 t_start = time.time()
 
 
@@ -70,6 +71,8 @@ def fail(msg):
             fail_msgs.append(msg)
             print("\n" + "=" * 70 + "\nMISMATCH / ERROR:\n" + msg + "\n" + "=" * 70, flush=True)
     failed.set()
+    for b in barriers:
+        b.abort()
 
 
 class Stop(Exception):
@@ -122,6 +125,8 @@ def shorten(rows):
 
 def compare_results(ctx, sql, params, rh, rs, sort_rows=True):
     """rh/rs: results of run() on heap and scoot. Fails on any difference."""
+    if params is not None:
+        sql = sql.replace("%%", "%")
     if rh[0] != rs[0] or (rh[0] == "err" and rh[1] != rs[1]):
         fail(f"{ctx}: different outcome for\n  {sql}\n  params={params}\n"
              f"  heap : {rh[0]} {rh[1]} {rh[2] if rh[0] == 'err' else ''}\n"
@@ -606,6 +611,7 @@ def main():
     vac = None
     try:
         barrier = threading.Barrier(N + 1)
+        barriers.append(barrier)
         workers = [Worker(w, barrier) for w in range(N)]
         vac = Vacuumer()
         for t in workers:

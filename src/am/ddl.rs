@@ -52,7 +52,10 @@ pub unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::
 }
 
 #[pg_guard]
-pub unsafe extern "C-unwind" fn relation_copy_data(rel: pg_sys::Relation, newrnode: *const pg_sys::RelFileNode) {
+pub unsafe extern "C-unwind" fn relation_copy_data(
+    rel: pg_sys::Relation,
+    newrnode: *const pg_sys::RelFileNode,
+) {
     unsafe {
         let t = tabledir::resolve(rel);
         let srel = pg_sys::RelationCreateStorage(*newrnode, (*(*rel).rd_rel).relpersistence, true);
@@ -103,9 +106,19 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
         // the versions to copy, in index order when CLUSTER gives an index, else in TID order
         let mut order: Vec<(u32, u32)> = Vec::new();
         if !old_index.is_null() {
-            let iscan = pg_sys::index_beginscan(old_table, old_index, &raw mut pg_sys::SnapshotAnyData, 0, 0);
+            let iscan = pg_sys::index_beginscan(
+                old_table,
+                old_index,
+                &raw mut pg_sys::SnapshotAnyData,
+                0,
+                0,
+            );
             pg_sys::index_rescan(iscan, std::ptr::null_mut(), 0, std::ptr::null_mut(), 0);
-            while pg_sys::index_getnext_slot(iscan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+            while pg_sys::index_getnext_slot(
+                iscan,
+                pg_sys::ScanDirection::ForwardScanDirection,
+                slot,
+            ) {
                 if let Some(p) = super::decode_tid(&(*slot).tts_tid) {
                     order.push(p);
                 }
@@ -162,7 +175,9 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
                         let mut m = h.infomask();
                         let mut xmax = h.xmax;
                         // freeze what is older than the cutoffs, as heap's rewrite does
-                        if m & mvcc::HEAP_XMIN_COMMITTED != 0 && mvcc::precedes(h.xmin, freeze_limit) {
+                        if m & mvcc::HEAP_XMIN_COMMITTED != 0
+                            && mvcc::precedes(h.xmin, freeze_limit)
+                        {
                             m |= mvcc::HEAP_XMIN_FROZEN;
                         }
                         if st == Htsv::Live && m & mvcc::HEAP_XMAX_INVALID == 0 {
@@ -188,7 +203,8 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
             };
             if let Some(c) = copy {
                 let prepared = row::prepare(slot);
-                let (nb, ns) = storage::insert(new_table, tnew, &prepared, c.xmin, c.cid, 0, None, None);
+                let (nb, ns) =
+                    storage::insert(new_table, tnew, &prepared, c.xmin, c.cid, 0, None, None);
                 if let Some(l) = storage::lock(tnew, nb, true) {
                     let h = l.row(ns);
                     h.xmax = c.xmax;
@@ -207,7 +223,10 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
 }
 
 #[pg_guard]
-pub unsafe extern "C-unwind" fn relation_size(rel: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) -> u64 {
+pub unsafe extern "C-unwind" fn relation_size(
+    rel: pg_sys::Relation,
+    fork: pg_sys::ForkNumber::Type,
+) -> u64 {
     if fork != pg_sys::ForkNumber::MAIN_FORKNUM && fork != pg_sys::ForkNumber::InvalidForkNumber {
         return 0;
     }
@@ -248,7 +267,8 @@ pub fn table_usage(t: TableRef) -> (u64, u64) {
         let used = hwm.saturating_sub(d.nfree.load(Ordering::Relaxed) as u64);
         let cap = d.capacity.load(Ordering::Relaxed).max(1) as u64;
         let fixed = d.fixed_end.load(Ordering::Relaxed) as u64;
-        let var = bs.saturating_sub(d.var_low.load(Ordering::Relaxed) as u64)
+        let var = bs
+            .saturating_sub(d.var_low.load(Ordering::Relaxed) as u64)
             .saturating_sub(d.var_dead.load(Ordering::Relaxed) as u64);
         bytes += fixed * used / cap + var;
         versions += used;

@@ -87,7 +87,13 @@ pub fn walk_chain(
 }
 
 /// The chain member visible to `snap` (MVCC), with serializable bookkeeping.
-pub fn chain_visible(rel: pg_sys::Relation, t: TableRef, rb: u32, rs: u32, snap: pg_sys::Snapshot) -> Option<(u32, u32)> {
+pub fn chain_visible(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    rb: u32,
+    rs: u32,
+    snap: pg_sys::Snapshot,
+) -> Option<(u32, u32)> {
     walk_chain(t, rb, rs, |_l, _s, h| {
         let vis = mvcc::visible(h, snap);
         check_conflict_out(rel, h, vis, snap);
@@ -122,7 +128,9 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
     let root_target;
     let root_xmin;
     {
-        let Some(root) = storage::lock(t, rb, false) else { return false };
+        let Some(root) = storage::lock(t, rb, false) else {
+            return false;
+        };
         if !storage::slot_in_range(&root, rs) {
             return false;
         }
@@ -158,7 +166,9 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
     }
     // phase 2: redirect (or kill) the root under its exclusive lock, verifying nothing changed
     {
-        let Some(root) = storage::lock(t, rb, true) else { return false };
+        let Some(root) = storage::lock(t, rb, true) else {
+            return false;
+        };
         let h = root.row(rs);
         let same = h.state() == root_state
             && match root_state {
@@ -181,7 +191,11 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         }
         if let Some(l) = storage::lock(t, b, true) {
             let h = l.row(s);
-            if storage::slot_in_range(&l, s) && h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY != 0 && h.xmin == xmin {
+            if storage::slot_in_range(&l, s)
+                && h.state() == ST_NORMAL
+                && h.flags & F_HEAP_ONLY != 0
+                && h.xmin == xmin
+            {
                 storage::free_slot(&l, s);
             }
         }
@@ -216,7 +230,9 @@ struct IndexFetch {
 }
 
 #[pg_guard]
-pub unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut pg_sys::IndexFetchTableData {
+pub unsafe extern "C-unwind" fn index_fetch_begin(
+    rel: pg_sys::Relation,
+) -> *mut pg_sys::IndexFetchTableData {
     unsafe {
         let t = tabledir::resolve(rel);
         let f = pg_sys::palloc0(std::mem::size_of::<IndexFetch>()) as *mut IndexFetch;
@@ -318,7 +334,9 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             }
         }
         // opportunistic pruning keeps hot chains short (heap_page_prune_opt's job)
-        if crate::guc::OPPORTUNISTIC_PRUNE.get() && (members >= 3 || (found.is_none() && dead_prefix >= 1)) {
+        if crate::guc::OPPORTUNISTIC_PRUNE.get()
+            && (members >= 3 || (found.is_none() && dead_prefix >= 1))
+        {
             prune_chain(t, rb, rs, &|h| classify_globalvis(h, vistest));
         }
         if found.is_none() {
@@ -342,7 +360,9 @@ pub unsafe extern "C-unwind" fn index_delete_tuples(
         let mut latest: u32 = 0;
         for i in 0..d.ndeltids as usize {
             let del = &*d.deltids.add(i);
-            let Some((rb, rs)) = super::decode_tid(&del.tid) else { continue };
+            let Some((rb, rs)) = super::decode_tid(&del.tid) else {
+                continue;
+            };
             let mut all_dead = true;
             let mut members = 0;
             let root_dead = storage::lock(t, rb, false)
@@ -389,7 +409,12 @@ unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprCo
 
 /// Iterates the chain roots of the table (optionally only the arena blocks a parallel scan hands
 /// this worker), in TID order.
-unsafe fn for_each_block(rel: pg_sys::Relation, t: TableRef, scan: pg_sys::TableScanDesc, mut f: impl FnMut(u32)) {
+unsafe fn for_each_block(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    scan: pg_sys::TableScanDesc,
+    mut f: impl FnMut(u32),
+) {
     unsafe {
         if !scan.is_null() && !(*scan).rs_parallel.is_null() {
             let st = super::scan::state(scan);
@@ -400,7 +425,11 @@ unsafe fn for_each_block(rel: pg_sys::Relation, t: TableRef, scan: pg_sys::Table
                 if b == pg_sys::InvalidBlockNumber || b >= crate::arena::nblocks() {
                     break;
                 }
-                if crate::arena::block_desc(b).owner.load(std::sync::atomic::Ordering::Acquire) == t.owner() {
+                if crate::arena::block_desc(b)
+                    .owner
+                    .load(std::sync::atomic::Ordering::Acquire)
+                    == t.owner()
+                {
                     f(b);
                 }
             }
@@ -494,7 +523,8 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
                 return true;
             }
             let page = ffi::tid_page(&tid_of(b, s));
-            page >= start_blockno && (numblocks == pg_sys::InvalidBlockNumber || page < start_blockno + numblocks)
+            page >= start_blockno
+                && (numblocks == pg_sys::InvalidBlockNumber || page < start_blockno + numblocks)
         };
         let _ = vpb;
         let mut reltuples = 0f64;
@@ -535,7 +565,9 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
                     false
                 });
                 for (mb, ms, alive) in to_index {
-                    let Some(l) = storage::lock(t, mb, false) else { continue };
+                    let Some(l) = storage::lock(t, mb, false) else {
+                        continue;
+                    };
                     if !storage::slot_in_range(&l, ms) || l.row(ms).state() != ST_NORMAL {
                         continue;
                     }
@@ -551,9 +583,22 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
                     if !exec_qual(predicate, econtext) {
                         continue;
                     }
-                    pg_sys::FormIndexDatum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+                    pg_sys::FormIndexDatum(
+                        index_info,
+                        slot,
+                        estate,
+                        values.as_mut_ptr(),
+                        isnull.as_mut_ptr(),
+                    );
                     let mut root_tid = tid_of(b, rs);
-                    callback(index_rel, &mut root_tid, values.as_mut_ptr(), isnull.as_mut_ptr(), alive, callback_state);
+                    callback(
+                        index_rel,
+                        &mut root_tid,
+                        values.as_mut_ptr(),
+                        isnull.as_mut_ptr(),
+                        alive,
+                        callback_state,
+                    );
                 }
             }
         });
@@ -583,7 +628,13 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
         loop {
             let mut d = pg_sys::Datum::from(0usize);
             let mut isnull = false;
-            if !pg_sys::tuplesort_getdatum((*state).tuplesort, true, &mut d, &mut isnull, std::ptr::null_mut()) {
+            if !pg_sys::tuplesort_getdatum(
+                (*state).tuplesort,
+                true,
+                &mut d,
+                &mut isnull,
+                std::ptr::null_mut(),
+            ) {
                 break;
             }
             let mut tid = pg_sys::ItemPointerData::default();
@@ -608,14 +659,20 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
         };
         for b in tabledir::blocks_of(t) {
             for rs in roots_of(t, b) {
-                let Some((mb, ms)) = walk_chain(t, b, rs, |_l, _s, h| mvcc::visible(h, snapshot)) else {
+                let Some((mb, ms)) = walk_chain(t, b, rs, |_l, _s, h| mvcc::visible(h, snapshot))
+                else {
                     continue;
                 };
                 (*state).htups += 1.0;
-                if in_index.binary_search(&(((b as u64) << 32) | rs as u64)).is_ok() {
+                if in_index
+                    .binary_search(&(((b as u64) << 32) | rs as u64))
+                    .is_ok()
+                {
                     continue;
                 }
-                let Some(l) = storage::lock(t, mb, false) else { continue };
+                let Some(l) = storage::lock(t, mb, false) else {
+                    continue;
+                };
                 pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
                 let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
                 row::read_row(l.blk, ms, slot);
@@ -624,9 +681,24 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
                 if !exec_qual(predicate, econtext) {
                     continue;
                 }
-                pg_sys::FormIndexDatum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+                pg_sys::FormIndexDatum(
+                    index_info,
+                    slot,
+                    estate,
+                    values.as_mut_ptr(),
+                    isnull.as_mut_ptr(),
+                );
                 let mut root_tid = tid_of(b, rs);
-                pg_sys::index_insert(index_rel, values.as_mut_ptr(), isnull.as_mut_ptr(), &mut root_tid, table_rel, unique, false, index_info);
+                pg_sys::index_insert(
+                    index_rel,
+                    values.as_mut_ptr(),
+                    isnull.as_mut_ptr(),
+                    &mut root_tid,
+                    table_rel,
+                    unique,
+                    false,
+                    index_info,
+                );
                 (*state).tups_inserted += 1.0;
             }
         }

@@ -41,7 +41,13 @@ pub fn decode_tid(tid: *const pg_sys::ItemPointerData) -> Option<(u32, u32)> {
 
 /// Copies row `s` of block `b` (locked by the caller) into `slot`, with its TID and table oid.
 #[inline]
-pub unsafe fn store_row(rel: pg_sys::Relation, blk: block::BlockRef, b: u32, s: u32, slot: *mut pg_sys::TupleTableSlot) {
+pub unsafe fn store_row(
+    rel: pg_sys::Relation,
+    blk: block::BlockRef,
+    b: u32,
+    s: u32,
+    slot: *mut pg_sys::TupleTableSlot,
+) {
     unsafe {
         crate::row::read_row(blk, s, slot);
         (*slot).tts_tid = tid_of(b, s);
@@ -74,7 +80,9 @@ pub fn is_scoot(rel: pg_sys::Relation) -> bool {
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn slot_callbacks(_rel: pg_sys::Relation) -> *const pg_sys::TupleTableSlotOps {
+unsafe extern "C-unwind" fn slot_callbacks(
+    _rel: pg_sys::Relation,
+) -> *const pg_sys::TupleTableSlotOps {
     crate::slot::ops()
 }
 
@@ -128,10 +136,17 @@ pub static SCOOT_ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
 };
 
 /// Serializable conflict-out check for a row seen by a read (HeapCheckForSerializableConflictOut).
-pub fn check_conflict_out(rel: pg_sys::Relation, h: &block::RowHdr, visible: bool, snap: pg_sys::Snapshot) {
+pub fn check_conflict_out(
+    rel: pg_sys::Relation,
+    h: &block::RowHdr,
+    visible: bool,
+    snap: pg_sys::Snapshot,
+) {
     use crate::mvcc::{self, Htsv};
     unsafe {
-        if !ffi::isolation_is_serializable() || !ffi::CheckForSerializableConflictOutNeeded(rel, snap) {
+        if !ffi::isolation_is_serializable()
+            || !ffi::CheckForSerializableConflictOutNeeded(rel, snap)
+        {
             return;
         }
         let txmin = pg_sys::TransactionXmin.into_inner();
@@ -164,7 +179,13 @@ pub fn check_conflict_out(rel: pg_sys::Relation, h: &block::RowHdr, visible: boo
 }
 
 /// Predicate lock on a row returned to a serializable transaction.
-pub fn predicate_lock_row(rel: pg_sys::Relation, b: u32, s: u32, h: &block::RowHdr, snap: pg_sys::Snapshot) {
+pub fn predicate_lock_row(
+    rel: pg_sys::Relation,
+    b: u32,
+    s: u32,
+    h: &block::RowHdr,
+    snap: pg_sys::Snapshot,
+) {
     if ffi::isolation_is_serializable() {
         let mut tid = tid_of(b, s);
         unsafe { ffi::PredicateLockTID(rel, &mut tid, snap, ffi::xid(h.xmin)) };

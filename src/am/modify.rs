@@ -3,8 +3,8 @@
 //! version is heap-only and reached through the old one, so no new index entries), row locks,
 //! and fetching / validating row versions by TID.
 use super::{decode_tid, tid_of};
-use crate::block::{F_HEAP_ONLY, ST_NORMAL};
 use crate::arena;
+use crate::block::{F_HEAP_ONLY, ST_NORMAL};
 use crate::ffi;
 use crate::locking::{self, Acquired, EXCL, NO_KEY_EXCL};
 use crate::mvcc::{self, HEAP_XMAX_INVALID};
@@ -19,7 +19,12 @@ fn my_xid() -> u32 {
     unsafe { pg_sys::GetCurrentTransactionId().into_inner() }
 }
 
-unsafe fn insert_one(rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot, cid: u32, spec: Option<u32>) {
+unsafe fn insert_one(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: u32,
+    spec: Option<u32>,
+) {
     unsafe {
         let t = tabledir::resolve(rel);
         let prepared = row::prepare(slot);
@@ -85,7 +90,9 @@ pub unsafe extern "C-unwind" fn tuple_complete_speculative(
 ) {
     unsafe {
         let t = tabledir::resolve(rel);
-        let Some((b, s)) = decode_tid(&(*slot).tts_tid) else { return };
+        let Some((b, s)) = decode_tid(&(*slot).tts_tid) else {
+            return;
+        };
         if let Some(l) = storage::lock(t, b, true) {
             storage::finish_speculative(&l, s, succeeded);
         }
@@ -105,7 +112,9 @@ fn bad_tid(rel: pg_sys::Relation) -> ! {
     ereport!(
         PgLogLevel::ERROR,
         PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-        format!("invalid TID for scoot table \"{}\"", unsafe { ffi::rel_name(rel) })
+        format!("invalid TID for scoot table \"{}\"", unsafe {
+            ffi::rel_name(rel)
+        })
     );
     unreachable!()
 }
@@ -128,10 +137,26 @@ pub unsafe extern "C-unwind" fn tuple_delete(
 ) -> pg_sys::TM_Result::Type {
     unsafe {
         let t = tabledir::resolve(rel);
-        let Some((b, s)) = decode_tid(tid) else { bad_tid(rel) };
+        let Some((b, s)) = decode_tid(tid) else {
+            bad_tid(rel)
+        };
         ffi::CheckForSerializableConflictIn(rel, tid, ffi::tid_page(&*tid));
-        let policy = if wait { pg_sys::LockWaitPolicy::LockWaitBlock } else { pg_sys::LockWaitPolicy::LockWaitSkip };
-        match locking::acquire(rel, t, b, s, cid, EXCL, policy, pg_sys::XLTW_Oper::XLTW_Delete, tmfd) {
+        let policy = if wait {
+            pg_sys::LockWaitPolicy::LockWaitBlock
+        } else {
+            pg_sys::LockWaitPolicy::LockWaitSkip
+        };
+        match locking::acquire(
+            rel,
+            t,
+            b,
+            s,
+            cid,
+            EXCL,
+            policy,
+            pg_sys::XLTW_Oper::XLTW_Delete,
+            tmfd,
+        ) {
             Acquired::Ok(l, _tuple_lock) => {
                 let h = l.row(s);
                 if crosscheck_fails(h, crosscheck) {
@@ -158,14 +183,25 @@ pub unsafe extern "C-unwind" fn tuple_delete(
 
 /// Compares the old version with the new values on indexed columns: (no indexed column changed,
 /// a key column changed).
-unsafe fn modified_columns(rel: pg_sys::Relation, l: &storage::Locked, s: u32, new: &row::Prepared) -> (bool, bool) {
+unsafe fn modified_columns(
+    rel: pg_sys::Relation,
+    l: &storage::Locked,
+    s: u32,
+    new: &row::Prepared,
+) -> (bool, bool) {
     unsafe {
         if !(*(*rel).rd_rel).relhasindex {
             // no index to spare: plain updates let VACUUM reclaim the old version outright
             return (false, false);
         }
-        let hot_attrs = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL);
-        let key_attrs = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_KEY);
+        let hot_attrs = pg_sys::RelationGetIndexAttrBitmap(
+            rel,
+            pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL,
+        );
+        let key_attrs = pg_sys::RelationGetIndexAttrBitmap(
+            rel,
+            pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_KEY,
+        );
         let mut hot = true;
         let mut key_changed = false;
         // a whole-row reference in an index expression blocks HOT
@@ -209,11 +245,15 @@ pub unsafe extern "C-unwind" fn tuple_update(
 ) -> pg_sys::TM_Result::Type {
     unsafe {
         let t = tabledir::resolve(rel);
-        let Some((b, s)) = decode_tid(otid) else { bad_tid(rel) };
+        let Some((b, s)) = decode_tid(otid) else {
+            bad_tid(rel)
+        };
         let prepared = row::prepare(slot);
         ffi::CheckForSerializableConflictIn(rel, otid, ffi::tid_page(&*otid));
         let (hot, key_changed) = {
-            let Some(l) = storage::lock(t, b, false) else { bad_tid(rel) };
+            let Some(l) = storage::lock(t, b, false) else {
+                bad_tid(rel)
+            };
             if !storage::slot_in_range(&l, s) || l.row(s).state() != ST_NORMAL {
                 bad_tid(rel);
             }
@@ -221,9 +261,23 @@ pub unsafe extern "C-unwind" fn tuple_update(
         };
         let mode = if key_changed { EXCL } else { NO_KEY_EXCL };
         *lockmode = mode;
-        let policy = if wait { pg_sys::LockWaitPolicy::LockWaitBlock } else { pg_sys::LockWaitPolicy::LockWaitSkip };
+        let policy = if wait {
+            pg_sys::LockWaitPolicy::LockWaitBlock
+        } else {
+            pg_sys::LockWaitPolicy::LockWaitSkip
+        };
         let xid = my_xid();
-        let _tuple_lock = match locking::acquire(rel, t, b, s, cid, mode, policy, pg_sys::XLTW_Oper::XLTW_Update, tmfd) {
+        let _tuple_lock = match locking::acquire(
+            rel,
+            t,
+            b,
+            s,
+            cid,
+            mode,
+            policy,
+            pg_sys::XLTW_Oper::XLTW_Update,
+            tmfd,
+        ) {
             Acquired::Ok(l, tl) => {
                 let h = l.row(s);
                 if crosscheck_fails(h, crosscheck) {
@@ -236,11 +290,22 @@ pub unsafe extern "C-unwind" fn tuple_update(
                 tl
             }
             Acquired::Fail(pg_sys::TM_Result::TM_Invisible) => invisible_error("update"),
-            Acquired::Fail(pg_sys::TM_Result::TM_WouldBlock) => return pg_sys::TM_Result::TM_BeingModified,
+            Acquired::Fail(pg_sys::TM_Result::TM_WouldBlock) => {
+                return pg_sys::TM_Result::TM_BeingModified
+            }
             Acquired::Fail(r) => return r,
         };
         // the old version is marked; place the new one, then link old -> new
-        let (nb, ns) = storage::insert(rel, t, &prepared, xid, cid, if hot { F_HEAP_ONLY } else { 0 }, None, hot.then_some(b));
+        let (nb, ns) = storage::insert(
+            rel,
+            t,
+            &prepared,
+            xid,
+            cid,
+            if hot { F_HEAP_ONLY } else { 0 },
+            None,
+            hot.then_some(b),
+        );
         if let Some(l) = storage::lock(t, b, true) {
             storage::link_next(&l, s, nb, ns, hot);
         }
@@ -266,12 +331,24 @@ pub unsafe extern "C-unwind" fn tuple_lock(
 ) -> pg_sys::TM_Result::Type {
     unsafe {
         let t = tabledir::resolve(rel);
-        let Some((mut b, mut s)) = decode_tid(tid) else { bad_tid(rel) };
+        let Some((mut b, mut s)) = decode_tid(tid) else {
+            bad_tid(rel)
+        };
         let follow = flags as u32 & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION != 0;
         let mut traversed = false;
         let xid = my_xid();
         loop {
-            match locking::acquire(rel, t, b, s, cid, mode, wait_policy, pg_sys::XLTW_Oper::XLTW_Lock, tmfd) {
+            match locking::acquire(
+                rel,
+                t,
+                b,
+                s,
+                cid,
+                mode,
+                wait_policy,
+                pg_sys::XLTW_Oper::XLTW_Lock,
+                tmfd,
+            ) {
                 Acquired::Ok(l, _tl) => {
                     let h = l.row(s);
                     pg_sys::MultiXactIdSetOldestMember();
@@ -300,7 +377,11 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                     };
                     // the newer version must be the one the update created
                     let ok = storage::lock(t, nb, false)
-                        .map(|l| storage::slot_in_range(&l, ns) && l.row(ns).state() == ST_NORMAL && l.row(ns).xmin == prior)
+                        .map(|l| {
+                            storage::slot_in_range(&l, ns)
+                                && l.row(ns).state() == ST_NORMAL
+                                && l.row(ns).xmin == prior
+                        })
                         .unwrap_or(false);
                     if !ok {
                         return pg_sys::TM_Result::TM_Deleted;
@@ -315,7 +396,9 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                 Acquired::Fail(r) => {
                     if !tmfd.is_null() {
                         (*tmfd).traversed = traversed;
-                        if r == pg_sys::TM_Result::TM_Updated && ffi::tid_page(&(*tmfd).ctid) == pg_sys::InvalidBlockNumber {
+                        if r == pg_sys::TM_Result::TM_Updated
+                            && ffi::tid_page(&(*tmfd).ctid) == pg_sys::InvalidBlockNumber
+                        {
                             ereport!(
                                 PgLogLevel::ERROR,
                                 PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -368,23 +451,35 @@ pub unsafe extern "C-unwind" fn tuple_fetch_row_version(
 }
 
 #[pg_guard]
-pub unsafe extern "C-unwind" fn tuple_tid_valid(scan: pg_sys::TableScanDesc, tid: pg_sys::ItemPointer) -> bool {
+pub unsafe extern "C-unwind" fn tuple_tid_valid(
+    scan: pg_sys::TableScanDesc,
+    tid: pg_sys::ItemPointer,
+) -> bool {
     let st = super::scan::state(scan);
     match decode_tid(tid) {
-        Some((b, s)) => storage::lock(st.t, b, false).map(|l| storage::slot_in_range(&l, s)).unwrap_or(false),
+        Some((b, s)) => storage::lock(st.t, b, false)
+            .map(|l| storage::slot_in_range(&l, s))
+            .unwrap_or(false),
         None => false,
     }
 }
 
 #[pg_guard]
-pub unsafe extern "C-unwind" fn tuple_get_latest_tid(scan: pg_sys::TableScanDesc, tid: pg_sys::ItemPointer) {
+pub unsafe extern "C-unwind" fn tuple_get_latest_tid(
+    scan: pg_sys::TableScanDesc,
+    tid: pg_sys::ItemPointer,
+) {
     unsafe {
         let st = super::scan::state(scan);
         let snap = (*scan).rs_snapshot;
-        let Some(mut cur) = decode_tid(tid) else { return };
+        let Some(mut cur) = decode_tid(tid) else {
+            return;
+        };
         let mut prior: Option<u32> = None;
         for _ in 0..1_000_000 {
-            let Some(l) = storage::lock(st.t, cur.0, false) else { return };
+            let Some(l) = storage::lock(st.t, cur.0, false) else {
+                return;
+            };
             if !storage::slot_in_range(&l, cur.1) || l.row(cur.1).state() != ST_NORMAL {
                 return;
             }
@@ -415,9 +510,15 @@ pub unsafe extern "C-unwind" fn tuple_satisfies_snapshot(
 ) -> bool {
     unsafe {
         let t = tabledir::resolve(rel);
-        let Some((b, s)) = decode_tid(&(*slot).tts_tid) else { return false };
+        let Some((b, s)) = decode_tid(&(*slot).tts_tid) else {
+            return false;
+        };
         storage::lock(t, b, false)
-            .map(|l| storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL && mvcc::visible(l.row(s), snapshot))
+            .map(|l| {
+                storage::slot_in_range(&l, s)
+                    && l.row(s).state() == ST_NORMAL
+                    && mvcc::visible(l.row(s), snapshot)
+            })
             .unwrap_or(false)
     }
 }

@@ -106,7 +106,11 @@ pub unsafe extern "C-unwind" fn scan_begin(
         (*scan).base.rs_key = key;
         (*scan).base.rs_flags = flags;
         (*scan).base.rs_parallel = pscan;
-        let blocks = if pscan.is_null() { tabledir::blocks_of(t) } else { Vec::new() };
+        let blocks = if pscan.is_null() {
+            tabledir::blocks_of(t)
+        } else {
+            Vec::new()
+        };
         (*scan).h = new_holder(ScanState {
             t,
             blocks,
@@ -123,7 +127,9 @@ pub unsafe extern "C-unwind" fn scan_begin(
             page_end: 0,
             sample_started: false,
         });
-        if flags & (pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN) != 0 {
+        if flags & (pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN)
+            != 0
+        {
             ffi::PredicateLockRelation(rel, snapshot);
         }
         scan as pg_sys::TableScanDesc
@@ -173,7 +179,11 @@ pub unsafe extern "C-unwind" fn scan_rescan(
 }
 
 /// Looks for the next visible row at or after (bi, s) (forward) or at or before (backward).
-unsafe fn seek(scan: pg_sys::TableScanDesc, forward: bool, slot: *mut pg_sys::TupleTableSlot) -> bool {
+unsafe fn seek(
+    scan: pg_sys::TableScanDesc,
+    forward: bool,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
     unsafe {
         let rel = (*scan).rs_rd;
         let snap = (*scan).rs_snapshot;
@@ -285,7 +295,11 @@ pub unsafe extern "C-unwind" fn scan_getnextslot(
         } else if direction == pg_sys::ScanDirection::NoMovementScanDirection {
             false
         } else {
-            seek(scan, direction == pg_sys::ScanDirection::ForwardScanDirection, slot)
+            seek(
+                scan,
+                direction == pg_sys::ScanDirection::ForwardScanDirection,
+                slot,
+            )
         };
         if !found {
             ffi::exec_clear_tuple(slot);
@@ -309,7 +323,11 @@ pub unsafe extern "C-unwind" fn scan_set_tidrange(
             let base = (page % vpb) as u64 * TID_OFFSETS_PER_PAGE as u64;
             let off = t.ip_posid as u64;
             let within = if off == 0 {
-                if lo { base as i64 } else { base as i64 - 1 }
+                if lo {
+                    base as i64
+                } else {
+                    base as i64 - 1
+                }
             } else {
                 (base + off.min(TID_OFFSETS_PER_PAGE as u64) - 1) as i64
             };
@@ -317,7 +335,11 @@ pub unsafe extern "C-unwind" fn scan_set_tidrange(
             v.max(0) as u64
         };
         st.tid_lo = conv(&*mintid, true);
-        st.tid_hi = if ffi::tid_page(&*maxtid) == u32::MAX { u64::MAX } else { conv(&*maxtid, false) };
+        st.tid_hi = if ffi::tid_page(&*maxtid) == u32::MAX {
+            u64::MAX
+        } else {
+            conv(&*maxtid, false)
+        };
         st.pos = Pos::Start;
     }
 }
@@ -392,7 +414,9 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
                 let hi = (base + TID_OFFSETS_PER_PAGE).min(l.hwm());
                 for s in base..hi {
                     let h = l.row(s);
-                    if (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0) || h.state() == ST_REDIRECT {
+                    if (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0)
+                        || h.state() == ST_REDIRECT
+                    {
                         roots.push(s);
                     }
                 }
@@ -435,7 +459,9 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
 
 /// Number of TID pages the table spans (relation_size / BLCKSZ).
 pub fn tid_pages(t: TableRef) -> u32 {
-    tabledir::blocks_of(t).last().map_or(0, |b| (b + 1) * arena::vpb())
+    tabledir::blocks_of(t)
+        .last()
+        .map_or(0, |b| (b + 1) * arena::vpb())
 }
 
 /// Slot range [lo, hi) of TID page `page` that holds initialised slots of `t`'s block.
@@ -469,7 +495,11 @@ pub unsafe extern "C-unwind" fn scan_sample_next_block(
         let page = if let Some(next) = (*tsm).NextSampleBlock {
             next(scanstate, nblocks)
         } else if !st.sample_started {
-            if nblocks == 0 { pg_sys::InvalidBlockNumber } else { 0 }
+            if nblocks == 0 {
+                pg_sys::InvalidBlockNumber
+            } else {
+                0
+            }
         } else if st.page + 1 >= nblocks {
             pg_sys::InvalidBlockNumber
         } else {

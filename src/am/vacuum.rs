@@ -10,7 +10,10 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_void;
 
-unsafe extern "C-unwind" fn dead_tid_callback(itemptr: pg_sys::ItemPointer, state: *mut c_void) -> bool {
+unsafe extern "C-unwind" fn dead_tid_callback(
+    itemptr: pg_sys::ItemPointer,
+    state: *mut c_void,
+) -> bool {
     unsafe {
         let dead = &*(state as *const Vec<u64>);
         match super::decode_tid(itemptr) {
@@ -62,7 +65,8 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 Some(l) => (0..l.hwm())
                     .filter(|&s| {
                         let h = l.row(s);
-                        (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0) || h.state() == ST_REDIRECT
+                        (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0)
+                            || h.state() == ST_REDIRECT
                     })
                     .collect(),
                 None => continue,
@@ -75,7 +79,9 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         // pass 2: free dead heap-only versions (now unreachable), freeze, collect dead roots
         let mut dead_roots: Vec<u64> = Vec::new();
         for &b in &blocks {
-            let Some(l) = storage::lock(t, b, true) else { continue };
+            let Some(l) = storage::lock(t, b, true) else {
+                continue;
+            };
             for s in 0..l.hwm() {
                 let h = l.row(s);
                 match h.state() {
@@ -85,7 +91,8 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                             dead_versions += 1.0;
                             // Only versions whose inserter aborted are unreachable for sure:
                             // committed-dead versions are removed by chain pruning alone.
-                            let aborted = h.infomask() & mvcc::HEAP_XMIN_FROZEN == mvcc::HEAP_XMIN_INVALID;
+                            let aborted =
+                                h.infomask() & mvcc::HEAP_XMIN_FROZEN == mvcc::HEAP_XMIN_INVALID;
                             if aborted && h.flags & F_HEAP_ONLY != 0 {
                                 storage::free_slot(&l, s);
                             } else if aborted {
@@ -129,7 +136,12 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         // pass 3: index cleanup, then free the dead roots
         let mut nindexes: i32 = 0;
         let mut irel: *mut pg_sys::Relation = std::ptr::null_mut();
-        pg_sys::vac_open_indexes(rel, pg_sys::RowExclusiveLock as i32, &mut nindexes, &mut irel);
+        pg_sys::vac_open_indexes(
+            rel,
+            pg_sys::RowExclusiveLock as i32,
+            &mut nindexes,
+            &mut irel,
+        );
         for i in 0..nindexes as usize {
             let mut ivinfo: pg_sys::IndexVacuumInfo = std::mem::zeroed();
             ivinfo.index = *irel.add(i);
