@@ -64,6 +64,8 @@ pub unsafe extern "C-unwind" fn relation_copy_data(
         let newkey = tabledir::key_of_node(&*newrnode, (*rel).rd_backend);
         tabledir::rekey(t, &newkey);
         xact::rekey_on_abort(t, oldkey);
+        // like heap: the old relfilenode's (empty) files are unlinked at commit
+        pg_sys::RelationDropStorage(rel);
     }
 }
 

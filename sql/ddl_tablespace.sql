@@ -1,0 +1,36 @@
+-- ALTER TABLE ... SET TABLESPACE: rows and index entries survive the move, a rolled-back move
+-- leaves the table where it was, and new rows after the move are found through the indexes
+SET client_min_messages = notice;
+SET allow_in_place_tablespaces = on;
+CREATE TABLESPACE scoot_ts LOCATION '';
+CREATE TABLE ts_s (id int PRIMARY KEY, k int, v text) USING scoot;
+CREATE INDEX ts_s_k ON ts_s (k);
+INSERT INTO ts_s SELECT g, g % 10, 'v' || g FROM generate_series(1, 1000) g;
+UPDATE ts_s SET v = v || '!' WHERE id % 3 = 0;
+ALTER TABLE ts_s SET TABLESPACE scoot_ts;
+SELECT count(*), sum(id), count(*) FILTER (WHERE v LIKE '%!') AS updated FROM ts_s;
+SET enable_seqscan = off;
+SELECT id, k, v FROM ts_s WHERE id IN (3, 500, 999) ORDER BY id;
+SELECT count(*) FROM ts_s WHERE k = 7;
+RESET enable_seqscan;
+BEGIN;
+ALTER TABLE ts_s SET TABLESPACE pg_default;
+INSERT INTO ts_s VALUES (1001, 1, 'in rolled back move');
+ROLLBACK;
+SELECT count(*), max(id) FROM ts_s;
+SAVEPOINT no_xact_needed;
+BEGIN;
+SAVEPOINT s1;
+ALTER TABLE ts_s SET TABLESPACE pg_default;
+ROLLBACK TO s1;
+INSERT INTO ts_s VALUES (1002, 2, 'after savepoint rollback');
+COMMIT;
+SELECT count(*), max(id) FROM ts_s;
+ALTER TABLE ts_s SET TABLESPACE pg_default;
+INSERT INTO ts_s VALUES (1003, 3, 'after move back');
+SET enable_seqscan = off;
+SELECT id, v FROM ts_s WHERE id >= 1000 ORDER BY id;
+RESET enable_seqscan;
+SELECT count(*), sum(id) FROM ts_s;
+DROP TABLE ts_s;
+DROP TABLESPACE scoot_ts;
