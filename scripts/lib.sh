@@ -25,6 +25,8 @@ for _d in "$HOME/.cargo/bin" "${PYENV_ROOT:-$HOME/.pyenv}/shims"; do
   case ":$PATH:" in *":$_d:"*) ;; *) [ -d "$_d" ] && PATH="$_d:$PATH" ;; esac
 done
 export PATH
+# debug info in the test build costs time and half of target/ (see ../shared/TOOLCHAIN.md)
+export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-0}
 unset _d
 
 _scoot_t0=${_scoot_t0:-$SECONDS}
