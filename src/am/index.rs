@@ -335,6 +335,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
         }
         // opportunistic pruning keeps hot chains short (heap_page_prune_opt's job)
         if crate::guc::OPPORTUNISTIC_PRUNE.get()
+            && mvcc_snap
             && (members >= 3 || (found.is_none() && dead_prefix >= 1))
         {
             prune_chain(t, rb, rs, &|h| classify_globalvis(h, vistest));
