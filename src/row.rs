@@ -179,10 +179,17 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
                 _ => size += b.var_entry(c, slot).1 as usize,
             }
         }
-        let buf = if size > 0 {
-            pg_sys::MemoryContextAlloc((*out).tts_mcxt, size) as *mut u8
+        // by-reference values go to the scoot slot's reusable buffer, or (other slot types) to a
+        // buffer the virtual slot frees on clear
+        let (buf, owned) = if size == 0 {
+            (std::ptr::null_mut(), false)
+        } else if let Some(b) = crate::slot::reusable_buffer(out, size) {
+            (b, false)
         } else {
-            std::ptr::null_mut()
+            (
+                pg_sys::MemoryContextAlloc((*out).tts_mcxt, size) as *mut u8,
+                true,
+            )
         };
         let values = (*out).tts_values;
         let isnull = (*out).tts_isnull;
@@ -242,7 +249,7 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
         }
         pg_sys::ExecStoreVirtualTuple(out);
         crate::slot::set_sysattrs(out, b.row(slot));
-        if !buf.is_null() {
+        if owned {
             let v = out as *mut pg_sys::VirtualTupleTableSlot;
             (*v).data = buf as *mut std::ffi::c_char;
             (*out).tts_flags |= ffi::TTS_FLAG_SHOULDFREE;

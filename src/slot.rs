@@ -12,6 +12,9 @@ pub struct ScootSlot {
     pub xmin: u32,
     pub xmax: u32,
     pub cid: u32,
+    /// Buffer for by-reference values, reused across rows (freed with the slot).
+    pub buf: *mut u8,
+    pub buf_cap: usize,
 }
 
 pub static mut SCOOT_SLOT_OPS: pg_sys::TupleTableSlotOps = unsafe { std::mem::zeroed() };
@@ -25,6 +28,7 @@ pub unsafe fn init() {
         VIRTUAL_CLEAR = (*ops).clear;
         (*ops).base_slot_size = std::mem::size_of::<ScootSlot>();
         (*ops).clear = Some(clear);
+        (*ops).release = Some(release);
         (*ops).getsysattr = Some(getsysattr);
     }
 }
@@ -41,6 +45,39 @@ unsafe extern "C-unwind" fn clear(slot: *mut pg_sys::TupleTableSlot) {
         (*s).xmin = 0;
         (*s).xmax = 0;
         (*s).cid = 0;
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn release(slot: *mut pg_sys::TupleTableSlot) {
+    unsafe {
+        let s = slot as *mut ScootSlot;
+        if !(*s).buf.is_null() {
+            pg_sys::pfree((*s).buf as *mut std::ffi::c_void);
+            (*s).buf = std::ptr::null_mut();
+            (*s).buf_cap = 0;
+        }
+    }
+}
+
+/// A buffer of at least `size` bytes owned by a scoot slot, reused for every row stored in it
+/// (values point into it until the slot is cleared or materialized, like a buffer slot's values
+/// point into a pinned page). None for other slot types.
+pub unsafe fn reusable_buffer(slot: *mut pg_sys::TupleTableSlot, size: usize) -> Option<*mut u8> {
+    unsafe {
+        if (*slot).tts_ops != ops() {
+            return None;
+        }
+        let s = slot as *mut ScootSlot;
+        if (*s).buf_cap < size {
+            if !(*s).buf.is_null() {
+                pg_sys::pfree((*s).buf as *mut std::ffi::c_void);
+            }
+            let cap = size.next_power_of_two().max(256);
+            (*s).buf = pg_sys::MemoryContextAlloc((*slot).tts_mcxt, cap) as *mut u8;
+            (*s).buf_cap = cap;
+        }
+        Some((*s).buf)
     }
 }
 
