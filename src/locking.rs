@@ -383,3 +383,107 @@ pub fn acquire(
         }
     }
 }
+
+/// The lockers an UPDATE must carry over to the new version (heap_update's `xmax_new_tuple`):
+/// key-share lockers that are still running keep their lock on the row's newest version.
+pub fn lockers_to_carry(h: &RowHdr) -> Option<(u32, u16)> {
+    let m = h.infomask();
+    if m & HEAP_XMAX_INVALID != 0 || !xmax_is_locked_only(m) {
+        return None;
+    }
+    if m & HEAP_XMAX_IS_MULTI != 0 {
+        if !mvcc::multi_running(h.xmax, true) {
+            return None;
+        }
+        let (bits, _) = multi_hint_bits(h.xmax);
+        return Some((h.xmax, bits));
+    }
+    if mvcc::is_current(h.xmax) || !mvcc::in_progress(h.xmax) {
+        return None;
+    }
+    Some((h.xmax, HEAP_XMAX_KEYSHR_LOCK | HEAP_XMAX_LOCK_ONLY))
+}
+
+/// heap_lock_updated_tuple: a row lock taken on a version whose update is still in progress is
+/// also placed on the newer versions, so it keeps protecting the row once the update commits.
+pub fn lock_newer_versions(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    mut b: u32,
+    mut s: u32,
+    mut prior: u32,
+    mode: Mode,
+    add: u32,
+) {
+    for _ in 0..100_000 {
+        let Some(l) = storage::lock(t, b, true) else {
+            return;
+        };
+        if !storage::slot_in_range(&l, s) || l.row(s).state() != crate::block::ST_NORMAL {
+            return;
+        }
+        let h = l.row(s);
+        if h.xmin != prior {
+            return;
+        }
+        let m = h.infomask();
+        if m & HEAP_XMAX_INVALID == 0 {
+            match conflicting_holder(h, mode) {
+                Holder::Conflict(x) => {
+                    let multi = m & HEAP_XMAX_IS_MULTI != 0;
+                    drop(l);
+                    let mut tid = crate::am::tid_of(b, s);
+                    wait_for(
+                        rel,
+                        &mut tid,
+                        x,
+                        multi,
+                        mode,
+                        pg_sys::XLTW_Oper::XLTW_LockUpdated,
+                    );
+                    continue;
+                }
+                Holder::Changed => {
+                    // the holder finished: look again (it may have committed an update)
+                    if !(m & HEAP_XMAX_IS_MULTI == 0
+                        && !xmax_is_locked_only(m)
+                        && mvcc::did_commit(h.xmax))
+                    {
+                        drop(l);
+                        continue;
+                    }
+                }
+                Holder::Compatible => {}
+            }
+        }
+        let was_update = m & HEAP_XMAX_INVALID == 0 && !xmax_is_locked_only(m) && h.has_next();
+        let (next_b, next_s, next_prior) = (h.next_block, h.next_slot, mvcc::update_xid(h));
+        let (x, bits, keys) = compute_new_xmax(h, add, mode, false);
+        if !(x == h.xmax && h.infomask() & HEAP_XMAX_BITS == bits) {
+            storage::set_xmax(&l, s, x, bits, keys, None);
+        }
+        if !was_update || next_s == crate::block::MOVED_SLOT {
+            return;
+        }
+        b = next_b;
+        s = next_s;
+        prior = next_prior;
+    }
+}
+
+/// Lockers that joined the old version's xmax (as a multixact) while our update of it was in
+/// progress, other than ourselves: they must hold the new version too.
+pub fn late_lockers(h: &RowHdr, me: u32) -> Vec<(u32, Mode)> {
+    let m = h.infomask();
+    if m & HEAP_XMAX_INVALID != 0 || m & HEAP_XMAX_IS_MULTI == 0 {
+        return Vec::new();
+    }
+    members(h.xmax)
+        .0
+        .into_iter()
+        .filter(|&(x, st)| {
+            x != me && !status_is_update(st) && !mvcc::is_current(x) && mvcc::in_progress(x)
+        })
+        .map(|(x, st)| (x, status_mode(st)))
+        .collect()
+}

@@ -267,7 +267,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
             pg_sys::LockWaitPolicy::LockWaitSkip
         };
         let xid = my_xid();
-        let _tuple_lock = match locking::acquire(
+        let (_tuple_lock, carry) = match locking::acquire(
             rel,
             t,
             b,
@@ -285,9 +285,10 @@ pub unsafe extern "C-unwind" fn tuple_update(
                     return pg_sys::TM_Result::TM_Updated;
                 }
                 pg_sys::MultiXactIdSetOldestMember();
+                let carry = locking::lockers_to_carry(h);
                 let (x, bits, _) = locking::compute_new_xmax(h, xid, mode, true);
                 storage::set_xmax(&l, s, x, bits, key_changed, Some(cid));
-                tl
+                (tl, carry)
             }
             Acquired::Fail(pg_sys::TM_Result::TM_Invisible) => invisible_error("update"),
             Acquired::Fail(pg_sys::TM_Result::TM_WouldBlock) => {
@@ -306,8 +307,27 @@ pub unsafe extern "C-unwind" fn tuple_update(
             None,
             hot.then_some(b),
         );
-        if let Some(l) = storage::lock(t, b, true) {
-            storage::link_next(&l, s, nb, ns, hot);
+        if let Some((cx, cbits)) = carry {
+            // still-running key-share lockers (FK checks) keep their lock on the new version
+            if let Some(l) = storage::lock(t, nb, true) {
+                storage::set_xmax(&l, ns, cx, cbits, false, None);
+            }
+        }
+        let late = match storage::lock(t, b, true) {
+            Some(l) => {
+                storage::link_next(&l, s, nb, ns, hot);
+                locking::late_lockers(l.row(s), xid)
+            }
+            None => Vec::new(),
+        };
+        if !late.is_empty() {
+            if let Some(l) = storage::lock(t, nb, true) {
+                for (x, md) in late {
+                    let h = l.row(ns);
+                    let (nx, bits, keys) = locking::compute_new_xmax(h, x, md, false);
+                    storage::set_xmax(&l, ns, nx, bits, keys, None);
+                }
+            }
         }
         (*slot).tts_tableOid = (*rel).rd_id;
         (*slot).tts_tid = tid_of(nb, ns);
@@ -352,10 +372,33 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                 Acquired::Ok(l, _tl) => {
                     let h = l.row(s);
                     pg_sys::MultiXactIdSetOldestMember();
+                    // an update of this version still in progress: the lock must follow it
+                    let m = h.infomask();
+                    let follow_update =
+                        flags as u32 & pg_sys::TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS != 0
+                            && m & mvcc::HEAP_XMAX_INVALID == 0
+                            && !mvcc::xmax_is_locked_only(m)
+                            && h.has_next()
+                            && h.next_slot != crate::block::MOVED_SLOT;
+                    let next = (h.next_block, h.next_slot, mvcc::update_xid(h));
                     let (x, bits, keys) = locking::compute_new_xmax(h, xid, mode, false);
                     let unchanged = x == h.xmax && h.infomask() & mvcc::HEAP_XMAX_BITS == bits;
                     if !unchanged {
                         storage::set_xmax(&l, s, x, bits, keys, None);
+                    }
+                    if follow_update {
+                        let rowslot_b = b;
+                        let rowslot_s = s;
+                        drop(l);
+                        locking::lock_newer_versions(rel, t, next.0, next.1, next.2, mode, xid);
+                        let Some(l) = storage::lock(t, rowslot_b, false) else {
+                            return pg_sys::TM_Result::TM_Deleted;
+                        };
+                        super::store_row(rel, l.blk, rowslot_b, rowslot_s, slot);
+                        if !tmfd.is_null() {
+                            (*tmfd).traversed = traversed;
+                        }
+                        return pg_sys::TM_Result::TM_Ok;
                     }
                     super::store_row(rel, l.blk, b, s, slot);
                     if !tmfd.is_null() {
