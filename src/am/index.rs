@@ -475,6 +475,76 @@ pub fn roots_of(t: TableRef, b: u32) -> Vec<u32> {
     v
 }
 
+/// Executor state for computing index entries from scoot rows (index expressions and the
+/// partial-index predicate), shared by index builds and CREATE INDEX CONCURRENTLY's validation.
+struct IndexEval {
+    estate: *mut pg_sys::EState,
+    econtext: *mut pg_sys::ExprContext,
+    slot: *mut pg_sys::TupleTableSlot,
+    predicate: *mut pg_sys::ExprState,
+    index_info: *mut pg_sys::IndexInfo,
+    values: [pg_sys::Datum; pg_sys::INDEX_MAX_KEYS as usize],
+    isnull: [bool; pg_sys::INDEX_MAX_KEYS as usize],
+}
+
+impl IndexEval {
+    unsafe fn new(table_rel: pg_sys::Relation, index_info: *mut pg_sys::IndexInfo) -> IndexEval {
+        unsafe {
+            let estate = pg_sys::CreateExecutorState();
+            let econtext = pg_sys::MakePerTupleExprContext(estate);
+            let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
+            (*econtext).ecxt_scantuple = slot;
+            let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
+            IndexEval {
+                estate,
+                econtext,
+                slot,
+                predicate,
+                index_info,
+                values: [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize],
+                isnull: [false; pg_sys::INDEX_MAX_KEYS as usize],
+            }
+        }
+    }
+
+    /// Reads row version (b, s) and forms its index datums. None if the version is gone,
+    /// Some(false) if it fails the partial-index predicate.
+    unsafe fn form(&mut self, t: TableRef, b: u32, s: u32) -> Option<bool> {
+        unsafe {
+            let l = storage::lock(t, b, false)?;
+            if !storage::slot_in_range(&l, s) || l.row(s).state() != ST_NORMAL {
+                return None;
+            }
+            pg_sys::MemoryContextReset((*self.econtext).ecxt_per_tuple_memory);
+            let old = pg_sys::MemoryContextSwitchTo((*self.econtext).ecxt_per_tuple_memory);
+            row::read_row(l.blk, s, self.slot);
+            drop(l);
+            pg_sys::MemoryContextSwitchTo(old);
+            (*self.slot).tts_tid = tid_of(b, s);
+            if !exec_qual(self.predicate, self.econtext) {
+                return Some(false);
+            }
+            pg_sys::FormIndexDatum(
+                self.index_info,
+                self.slot,
+                self.estate,
+                self.values.as_mut_ptr(),
+                self.isnull.as_mut_ptr(),
+            );
+            Some(true)
+        }
+    }
+
+    unsafe fn finish(self) {
+        unsafe {
+            pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            pg_sys::FreeExecutorState(self.estate);
+            (*self.index_info).ii_ExpressionsState = std::ptr::null_mut();
+            (*self.index_info).ii_PredicateState = std::ptr::null_mut();
+        }
+    }
+}
+
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_build_range_scan(
     table_rel: pg_sys::Relation,
@@ -492,13 +562,7 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     unsafe {
         let t = tabledir::resolve(table_rel);
         let callback = callback.unwrap();
-        let estate = pg_sys::CreateExecutorState();
-        let econtext = pg_sys::MakePerTupleExprContext(estate);
-        let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
-        (*econtext).ecxt_scantuple = slot;
-        let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
-        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+        let mut ev = IndexEval::new(table_rel, index_info);
 
         // which snapshot: a parallel scan's, a fresh MVCC one for concurrent builds, else all
         let mut registered: pg_sys::Snapshot = std::ptr::null_mut();
@@ -566,50 +630,31 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
                     false
                 });
                 for (mb, ms, alive) in to_index {
-                    let Some(l) = storage::lock(t, mb, false) else {
+                    let Some(passes) = ev.form(t, mb, ms) else {
                         continue;
                     };
-                    if !storage::slot_in_range(&l, ms) || l.row(ms).state() != ST_NORMAL {
-                        continue;
-                    }
-                    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-                    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-                    row::read_row(l.blk, ms, slot);
-                    drop(l);
-                    pg_sys::MemoryContextSwitchTo(old);
-                    (*slot).tts_tid = tid_of(mb, ms);
                     if alive {
                         reltuples += 1.0;
                     }
-                    if !exec_qual(predicate, econtext) {
+                    if !passes {
                         continue;
                     }
-                    pg_sys::FormIndexDatum(
-                        index_info,
-                        slot,
-                        estate,
-                        values.as_mut_ptr(),
-                        isnull.as_mut_ptr(),
-                    );
                     let mut root_tid = tid_of(b, rs);
                     callback(
                         index_rel,
                         &mut root_tid,
-                        values.as_mut_ptr(),
-                        isnull.as_mut_ptr(),
+                        ev.values.as_mut_ptr(),
+                        ev.isnull.as_mut_ptr(),
                         alive,
                         callback_state,
                     );
                 }
             }
         });
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
-        pg_sys::FreeExecutorState(estate);
+        ev.finish();
         if !registered.is_null() {
             pg_sys::UnregisterSnapshot(registered);
         }
-        (*index_info).ii_ExpressionsState = std::ptr::null_mut();
-        (*index_info).ii_PredicateState = std::ptr::null_mut();
         reltuples
     }
 }
@@ -646,13 +691,7 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
             (*state).itups += 1.0;
         }
         in_index.sort_unstable();
-        let estate = pg_sys::CreateExecutorState();
-        let econtext = pg_sys::MakePerTupleExprContext(estate);
-        let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
-        (*econtext).ecxt_scantuple = slot;
-        let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
-        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+        let mut ev = IndexEval::new(table_rel, index_info);
         let unique = if (*index_info).ii_Unique {
             pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES
         } else {
@@ -671,29 +710,14 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
                 {
                     continue;
                 }
-                let Some(l) = storage::lock(t, mb, false) else {
-                    continue;
-                };
-                pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-                let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-                row::read_row(l.blk, ms, slot);
-                drop(l);
-                pg_sys::MemoryContextSwitchTo(old);
-                if !exec_qual(predicate, econtext) {
+                if ev.form(t, mb, ms) != Some(true) {
                     continue;
                 }
-                pg_sys::FormIndexDatum(
-                    index_info,
-                    slot,
-                    estate,
-                    values.as_mut_ptr(),
-                    isnull.as_mut_ptr(),
-                );
                 let mut root_tid = tid_of(b, rs);
                 pg_sys::index_insert(
                     index_rel,
-                    values.as_mut_ptr(),
-                    isnull.as_mut_ptr(),
+                    ev.values.as_mut_ptr(),
+                    ev.isnull.as_mut_ptr(),
                     &mut root_tid,
                     table_rel,
                     unique,
@@ -703,9 +727,6 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
                 (*state).tups_inserted += 1.0;
             }
         }
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
-        pg_sys::FreeExecutorState(estate);
-        (*index_info).ii_ExpressionsState = std::ptr::null_mut();
-        (*index_info).ii_PredicateState = std::ptr::null_mut();
+        ev.finish();
     }
 }
