@@ -179,6 +179,17 @@ pub unsafe fn install_hooks() {
             );
         }
         let bytes = want / bs * bs;
+        if (bytes / bs) as u32 >= pg_sys::RELSEG_SIZE {
+            crate::ffi::error_hint(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!(
+                    "scoot.arena_size / scoot.block_size gives {} blocks, at most {} are supported",
+                    bytes / bs,
+                    pg_sys::RELSEG_SIZE - 1
+                ),
+                "Increase scoot.block_size or lower scoot.arena_size.",
+            );
+        }
         map_arena(bytes);
         PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
         pg_sys::shmem_request_hook = Some(shmem_request);
@@ -264,9 +275,15 @@ unsafe fn init_ctl() {
         c.arena_bytes = ARENA_BYTES as u64;
         c.block_size = bs as u32;
         c.nblocks = (ARENA_BYTES / bs) as u32;
-        // smallest possible row: 24-byte version header + a 1-byte column -> cap rows at bs/32
-        c.max_rows = (bs / 32) as u32;
-        c.vpb = c.max_rows.div_ceil(TID_OFFSETS_PER_PAGE);
+        // smallest possible row: 24-byte version header + a 1-byte column -> cap rows at bs/32.
+        // TID pages must stay below RELSEG_SIZE: PostgreSQL prefetches "heap" blocks of bitmap
+        // scans and ANALYZE samples through smgr, which fails past the first segment file. So with
+        // many blocks, fewer TID pages (hence rows) per block.
+        let natural_vpb = ((bs / 32) as u32).div_ceil(TID_OFFSETS_PER_PAGE);
+        c.vpb = natural_vpb
+            .min((pg_sys::RELSEG_SIZE - 1) / c.nblocks.max(1))
+            .max(1);
+        c.max_rows = ((bs / 32) as u32).min(c.vpb * TID_OFFSETS_PER_PAGE);
         c.max_tables = guc::MAX_TABLES.get() as u32;
         c.tranche = pg_sys::LWLockNewTrancheId();
         pg_sys::LWLockRegisterTranche(c.tranche, c"scoot".as_ptr());

@@ -36,7 +36,9 @@ pub struct TableEntry {
     pub nblocks: AtomicU32,
     /// pg_class oid at creation time (for views; informational).
     pub relid: AtomicU32,
-    pub _pad: u32,
+    /// Lost its rows in a restart while its (persistent) indexes still reference them: refuse
+    /// access until TRUNCATE gives it a new relfilenode with empty indexes.
+    pub needs_truncate: AtomicU32,
     pub rows_inserted: AtomicU64,
 }
 
@@ -138,6 +140,7 @@ pub fn create(key: &RelKey, relid: u32) -> TableRef {
             e.nblocks.store(0, Ordering::Relaxed);
             e.relid.store(relid, Ordering::Relaxed);
             e.rows_inserted.store(0, Ordering::Relaxed);
+            e.needs_truncate.store(0, Ordering::Relaxed);
             e.state.store(E_USED, Ordering::Release);
             return TableRef { id, gen };
         }
@@ -201,12 +204,16 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
         let key = key_of_rel(rel);
         let c = (*rel).rd_amcache as *mut AmCache;
         if !c.is_null() && (*c).key == key && (*c).t.is_current() {
+            check_not_stale(rel, (*c).t);
             return (*c).t;
         }
         let t = match lookup(&key) {
             Some(t) => t,
             None => {
                 let t = create(&key, (*rel).rd_id.into());
+                if (*(*rel).rd_rel).relhasindex {
+                    t.entry().needs_truncate.store(1, Ordering::Release);
+                }
                 ereport!(
                     PgLogLevel::WARNING,
                     PgSqlErrorCode::ERRCODE_WARNING,
@@ -231,7 +238,21 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
         };
         (*c).key = key;
         (*c).t = t;
+        check_not_stale(rel, t);
         t
+    }
+}
+
+/// Refuses a table that lost its rows in a restart but still has index entries for them: those
+/// entries point at row addresses new rows would reuse, so index scans could return wrong rows.
+fn check_not_stale(rel: pg_sys::Relation, t: TableRef) {
+    if t.entry().needs_truncate.load(Ordering::Acquire) != 0 {
+        let name = unsafe { ffi::rel_name(rel) };
+        crate::ffi::error_hint(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("scoot table \"{name}\" lost its rows in a server restart and its indexes still reference them"),
+            format!("Run TRUNCATE {name}; to reset the table and its indexes (durability is not implemented yet)."),
+        );
     }
 }
 
