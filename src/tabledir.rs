@@ -228,7 +228,7 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
         };
         let c = if c.is_null() {
             let p = pg_sys::MemoryContextAlloc(
-                (*rel).rd_indexcxt_or_cache(),
+                pg_sys::CacheMemoryContext,
                 std::mem::size_of::<AmCache>(),
             ) as *mut AmCache;
             (*rel).rd_amcache = p as *mut std::ffi::c_void;
@@ -253,16 +253,6 @@ fn check_not_stale(rel: pg_sys::Relation, t: TableRef) {
             format!("scoot table \"{name}\" lost its rows in a server restart and its indexes still reference them"),
             format!("Run TRUNCATE {name}; to reset the table and its indexes (durability is not implemented yet)."),
         );
-    }
-}
-
-trait RelCacheCxt {
-    fn rd_indexcxt_or_cache(&self) -> pg_sys::MemoryContext;
-}
-
-impl RelCacheCxt for pg_sys::RelationData {
-    fn rd_indexcxt_or_cache(&self) -> pg_sys::MemoryContext {
-        unsafe { pg_sys::CacheMemoryContext }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Observability: `scoot.arena` (arena totals) and `scoot.arena_tables` (per-table usage:
 //! blocks, live and dead row versions, bytes).
 use crate::arena;
-use crate::block::{BlockRef, ST_DEAD, ST_NORMAL, ST_REDIRECT};
+use crate::block::{ST_DEAD, ST_NORMAL, ST_REDIRECT};
 use crate::mvcc::{self, Htsv};
 use crate::storage;
 use crate::tabledir;
@@ -95,9 +95,6 @@ fn arena_tables() -> TableIterator<
             crate::am::ddl::table_usage(t).0 as i64,
         ));
     }
-    let _ = BlockRef {
-        base: std::ptr::null_mut(),
-    };
     TableIterator::new(rows)
 }
 

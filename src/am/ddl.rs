@@ -5,9 +5,8 @@
 //! `relation_size` reports the table's TID address space (what bitmap, BRIN, ANALYZE and
 //! TABLESAMPLE page numbers range over); `relation_estimate_size` reports the bytes the rows
 //! really occupy, which is what the planner should cost.
-use super::tid_of;
 use crate::arena;
-use crate::block::{self, BlockRef, ST_NORMAL};
+use crate::block::{self, ST_NORMAL};
 use crate::ffi;
 use crate::mvcc::{self, Htsv};
 use crate::row;
@@ -220,7 +219,6 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
         }
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         pg_sys::MemoryContextDelete(tmpcxt);
-        let _ = tid_of;
     }
 }
 
@@ -307,5 +305,3 @@ pub unsafe extern "C-unwind" fn relation_estimate_size(
         *tuples = versions as f64;
     }
 }
-
-pub fn _unused(_b: BlockRef) {}

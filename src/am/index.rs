@@ -582,7 +582,6 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
         } else {
             0
         };
-        let vpb = crate::arena::vpb();
         let page_ok = |b: u32, s: u32| -> bool {
             if numblocks == pg_sys::InvalidBlockNumber && start_blockno == 0 {
                 return true;
@@ -591,7 +590,6 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
             page >= start_blockno
                 && (numblocks == pg_sys::InvalidBlockNumber || page < start_blockno + numblocks)
         };
-        let _ = vpb;
         let mut reltuples = 0f64;
         for_each_block(table_rel, t, scan, |b| {
             for rs in roots_of(t, b) {
