@@ -1,10 +1,10 @@
 //! Observability: `scoot.arena` (arena totals) and `scoot.arena_tables` (per-table usage:
 //! blocks, live and dead row versions, bytes).
-use crate::arena;
-use crate::block::{ST_DEAD, ST_NORMAL, ST_REDIRECT};
-use crate::mvcc::{self, Htsv};
-use crate::storage;
-use crate::tabledir;
+use crate::storage::arena;
+use crate::storage::block::{ST_DEAD, ST_NORMAL, ST_REDIRECT};
+use crate::storage::modify as storage;
+use crate::storage::tabledir;
+use crate::txn::mvcc::{self, Htsv};
 use pgrx::prelude::*;
 use std::sync::atomic::Ordering;
 
@@ -148,7 +148,7 @@ fn row_versions(
                     ST_DEAD => "dead",
                     _ => "free",
                 };
-                let next = if h.state() != crate::block::ST_FREE
+                let next = if h.state() != crate::storage::block::ST_FREE
                     && h.has_next()
                     && h.next_block != arena::NO_BLOCK
                 {

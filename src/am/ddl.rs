@@ -5,14 +5,14 @@
 //! `relation_size` reports the table's TID address space (what bitmap, BRIN, ANALYZE and
 //! TABLESAMPLE page numbers range over); `relation_estimate_size` reports the bytes the rows
 //! really occupy, which is what the planner should cost.
-use crate::arena;
-use crate::block::{self, ST_NORMAL};
 use crate::ffi;
-use crate::mvcc::{self, Htsv};
-use crate::row;
-use crate::storage;
-use crate::tabledir::{self, TableRef};
-use crate::xact;
+use crate::storage::arena;
+use crate::storage::block::{self, ST_NORMAL};
+use crate::storage::modify as storage;
+use crate::storage::row;
+use crate::storage::tabledir::{self, TableRef};
+use crate::txn::mvcc::{self, Htsv};
+use crate::txn::xact;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_char;

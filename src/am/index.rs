@@ -7,12 +7,12 @@
 //! exclusive lock, so no walker is inside the chain) and frees the dead heap-only versions;
 //! a fully dead chain leaves a DEAD root for VACUUM to remove from the indexes.
 use super::{check_conflict_out, predicate_lock_row, tid_of};
-use crate::block::{RowHdr, F_HEAP_ONLY, F_HOT_UPDATED, ST_DEAD, ST_NORMAL, ST_REDIRECT};
 use crate::ffi;
-use crate::mvcc::{self, Htsv, HEAP_XMAX_INVALID};
-use crate::row;
-use crate::storage::{self, Locked};
-use crate::tabledir::{self, TableRef};
+use crate::storage::block::{RowHdr, F_HEAP_ONLY, F_HOT_UPDATED, ST_DEAD, ST_NORMAL, ST_REDIRECT};
+use crate::storage::modify::{self as storage, Locked};
+use crate::storage::row;
+use crate::storage::tabledir::{self, TableRef};
+use crate::txn::mvcc::{self, Htsv, HEAP_XMAX_INVALID};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_void;
@@ -423,10 +423,10 @@ unsafe fn for_each_block(
             pg_sys::table_block_parallelscan_startblock_init(rel, &mut st.pworker, pb);
             loop {
                 let b = pg_sys::table_block_parallelscan_nextpage(rel, &mut st.pworker, pb);
-                if b == pg_sys::InvalidBlockNumber || b >= crate::arena::nblocks() {
+                if b == pg_sys::InvalidBlockNumber || b >= crate::storage::arena::nblocks() {
                     break;
                 }
-                if crate::arena::block_desc(b)
+                if crate::storage::arena::block_desc(b)
                     .owner
                     .load(std::sync::atomic::Ordering::Acquire)
                     == t.owner()
@@ -448,7 +448,7 @@ pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
     if !crate::guc::OPPORTUNISTIC_PRUNE.get() {
         return;
     }
-    let d = crate::arena::block_desc(b);
+    let d = crate::storage::arena::block_desc(b);
     let obsolete = d.obsolete.load(std::sync::atomic::Ordering::Relaxed);
     let hwm = d.hwm.load(std::sync::atomic::Ordering::Relaxed);
     if obsolete < 16.max(hwm / 16) {

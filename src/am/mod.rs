@@ -7,9 +7,9 @@
 //! - `vacuum` — VACUUM: pruning, index cleanup, freezing, statistics
 //!
 //! TIDs: row `slot` of arena block `b` is (b * vpb + slot / 291, slot % 291 + 1); see `block::tid`.
-use crate::arena;
-use crate::block;
 use crate::ffi;
+use crate::storage::arena;
+use crate::storage::block;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -17,6 +17,7 @@ pub mod ddl;
 pub mod index;
 pub mod modify;
 pub mod scan;
+pub mod slot;
 pub mod vacuum;
 
 #[inline]
@@ -49,7 +50,7 @@ pub unsafe fn store_row(
     slot: *mut pg_sys::TupleTableSlot,
 ) {
     unsafe {
-        crate::row::read_row(blk, s, slot);
+        crate::storage::row::read_row(blk, s, slot);
         (*slot).tts_tid = tid_of(b, s);
         (*slot).tts_tableOid = (*rel).rd_id;
     }
@@ -83,7 +84,7 @@ pub fn is_scoot(rel: pg_sys::Relation) -> bool {
 unsafe extern "C-unwind" fn slot_callbacks(
     _rel: pg_sys::Relation,
 ) -> *const pg_sys::TupleTableSlotOps {
-    crate::slot::ops()
+    crate::am::slot::ops()
 }
 
 pub static SCOOT_ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
@@ -142,7 +143,7 @@ pub fn check_conflict_out(
     visible: bool,
     snap: pg_sys::Snapshot,
 ) {
-    use crate::mvcc::{self, Htsv};
+    use crate::txn::mvcc::{self, Htsv};
     unsafe {
         if !ffi::isolation_is_serializable()
             || !ffi::CheckForSerializableConflictOutNeeded(rel, snap)

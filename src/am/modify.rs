@@ -3,14 +3,14 @@
 //! version is heap-only and reached through the old one, so no new index entries), row locks,
 //! and fetching / validating row versions by TID.
 use super::{decode_tid, tid_of};
-use crate::arena;
-use crate::block::{F_HEAP_ONLY, ST_NORMAL};
 use crate::ffi;
-use crate::locking::{self, Acquired, EXCL, NO_KEY_EXCL};
-use crate::mvcc::{self, HEAP_XMAX_INVALID};
-use crate::row;
-use crate::storage;
-use crate::tabledir;
+use crate::storage::arena;
+use crate::storage::block::{F_HEAP_ONLY, ST_NORMAL};
+use crate::storage::modify as storage;
+use crate::storage::row;
+use crate::storage::tabledir;
+use crate::txn::locking::{self, Acquired, EXCL, NO_KEY_EXCL};
+use crate::txn::mvcc::{self, HEAP_XMAX_INVALID};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_int;
@@ -120,7 +120,7 @@ fn bad_tid(rel: pg_sys::Relation) -> ! {
 }
 
 /// Crosscheck snapshot failure (RI checks under REPEATABLE READ / SERIALIZABLE).
-fn crosscheck_fails(h: &crate::block::RowHdr, crosscheck: pg_sys::Snapshot) -> bool {
+fn crosscheck_fails(h: &crate::storage::block::RowHdr, crosscheck: pg_sys::Snapshot) -> bool {
     !crosscheck.is_null() && !mvcc::satisfies_mvcc(h, crosscheck)
 }
 
@@ -168,7 +168,13 @@ pub unsafe extern "C-unwind" fn tuple_delete(
                 storage::set_xmax(&l, s, x, bits, true, Some(cid));
                 if changing_part {
                     // the row moved to another partition: concurrent updaters must error out
-                    storage::link_next(&l, s, arena::NO_BLOCK, crate::block::MOVED_SLOT, false);
+                    storage::link_next(
+                        &l,
+                        s,
+                        arena::NO_BLOCK,
+                        crate::storage::block::MOVED_SLOT,
+                        false,
+                    );
                 }
                 drop(l);
                 pg_sys::pgstat_count_heap_delete(rel);
@@ -379,7 +385,7 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                             && m & mvcc::HEAP_XMAX_INVALID == 0
                             && !mvcc::xmax_is_locked_only(m)
                             && h.has_next()
-                            && h.next_slot != crate::block::MOVED_SLOT;
+                            && h.next_slot != crate::storage::block::MOVED_SLOT;
                     let next = (h.next_block, h.next_slot, mvcc::update_xid(h));
                     let (x, bits, keys) = locking::compute_new_xmax(h, xid, mode, false);
                     let unchanged = x == h.xmax && h.infomask() & mvcc::HEAP_XMAX_BITS == bits;

@@ -3,12 +3,12 @@
 //! ANALYZE sampler. Each row is checked for visibility and copied into the slot under its
 //! block's shared lock; no pointer into the arena survives the lock.
 use super::{check_conflict_out, predicate_lock_row};
-use crate::arena::{self, TID_OFFSETS_PER_PAGE};
-use crate::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
 use crate::ffi;
-use crate::mvcc::{self, Htsv};
-use crate::storage;
-use crate::tabledir::{self, TableRef};
+use crate::storage::arena::{self, TID_OFFSETS_PER_PAGE};
+use crate::storage::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
+use crate::storage::modify as storage;
+use crate::storage::tabledir::{self, TableRef};
+use crate::txn::mvcc::{self, Htsv};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::{c_int, c_void};

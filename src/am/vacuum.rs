@@ -1,11 +1,11 @@
 //! VACUUM for scoot tables: prune every version chain (redirect past dead versions), free dead
 //! heap-only versions, remove dead chain roots from every index (ambulkdelete) and free them,
 //! freeze old xmins, give empty blocks back to the arena, and report statistics.
-use crate::block::{F_HEAP_ONLY, ST_DEAD, ST_NORMAL, ST_REDIRECT};
 use crate::ffi;
-use crate::mvcc::{self, Htsv};
-use crate::storage;
-use crate::tabledir;
+use crate::storage::block::{F_HEAP_ONLY, ST_DEAD, ST_NORMAL, ST_REDIRECT};
+use crate::storage::modify as storage;
+use crate::storage::tabledir;
+use crate::txn::mvcc::{self, Htsv};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_void;
@@ -50,7 +50,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         let horizon = oldest_xmin.into_inner();
         let flimit = freeze_limit.into_inner();
         let mcut = multi_cutoff.into_inner();
-        let classify = |h: &crate::block::RowHdr| match mvcc::htsv(h, horizon) {
+        let classify = |h: &crate::storage::block::RowHdr| match mvcc::htsv(h, horizon) {
             Htsv::Dead => super::index::Prune::Dead,
             Htsv::RecentlyDead => super::index::Prune::Recent,
             _ => super::index::Prune::Keep,

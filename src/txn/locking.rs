@@ -2,11 +2,11 @@
 //! DELETE and SELECT ... FOR UPDATE/SHARE, with heap's tuple-lock modes, multixacts for shared
 //! lockers, heavyweight tuple locks for queueing fairness, and waits on the holders' xids.
 //! The same protocol as heap_update/heap_delete/heap_lock_tuple, reduced to what scoot needs.
-use crate::block::RowHdr;
 use crate::ffi::{self, xid};
-use crate::mvcc::{self, *};
-use crate::storage::{self, Locked};
-use crate::tabledir::TableRef;
+use crate::storage::block::RowHdr;
+use crate::storage::modify::{self as storage, Locked};
+use crate::storage::tabledir::TableRef;
+use crate::txn::mvcc::{self, *};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -74,7 +74,7 @@ pub fn modes_conflict(a: Mode, b: Mode) -> bool {
 /// Mode in which a single-xid xmax holds the row.
 fn single_xmax_mode(h: &RowHdr) -> Mode {
     let m = h.infomask();
-    let keys = h.flags & crate::block::F_KEYS_UPDATED != 0;
+    let keys = h.flags & crate::storage::block::F_KEYS_UPDATED != 0;
     if xmax_is_locked_only(m) {
         if m & HEAP_LOCK_MASK == HEAP_XMAX_SHR_LOCK {
             SHARE
@@ -281,7 +281,7 @@ pub fn fill_tmfd(
         return;
     }
     unsafe {
-        (*tmfd).ctid = if h.has_next() && h.next_slot == crate::block::MOVED_SLOT {
+        (*tmfd).ctid = if h.has_next() && h.next_slot == crate::storage::block::MOVED_SLOT {
             // ItemPointerSetMovedPartitions
             let mut t = pg_sys::ItemPointerData::default();
             ffi::set_tid(&mut t, pg_sys::InvalidBlockNumber, 0xfffd);
@@ -338,7 +338,7 @@ pub fn acquire(
         let Some(l) = storage::lock(t, b, true) else {
             return Acquired::Fail(pg_sys::TM_Result::TM_Deleted);
         };
-        if !storage::slot_in_range(&l, s) || l.row(s).state() != crate::block::ST_NORMAL {
+        if !storage::slot_in_range(&l, s) || l.row(s).state() != crate::storage::block::ST_NORMAL {
             return Acquired::Fail(pg_sys::TM_Result::TM_Deleted);
         }
         let h = l.row(s);
@@ -419,7 +419,7 @@ pub fn lock_newer_versions(
         let Some(l) = storage::lock(t, b, true) else {
             return;
         };
-        if !storage::slot_in_range(&l, s) || l.row(s).state() != crate::block::ST_NORMAL {
+        if !storage::slot_in_range(&l, s) || l.row(s).state() != crate::storage::block::ST_NORMAL {
             return;
         }
         let h = l.row(s);
@@ -462,7 +462,7 @@ pub fn lock_newer_versions(
         if !(x == h.xmax && h.infomask() & HEAP_XMAX_BITS == bits) {
             storage::set_xmax(&l, s, x, bits, keys, None);
         }
-        if !was_update || next_s == crate::block::MOVED_SLOT {
+        if !was_update || next_s == crate::storage::block::MOVED_SLOT {
             return;
         }
         b = next_b;

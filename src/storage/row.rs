@@ -5,8 +5,10 @@
 //! [`write_row`] then copies the prepared values into a slot of a locked block.
 //! Reading ([`read_row`]) copies one row into a virtual slot; by-reference values are copied into
 //! one buffer owned by the slot, so nothing points into the arena after the block lock is gone.
-use crate::block::{AttrSpec, BlockRef, ColDesc, KIND_ABSENT, KIND_CSTRING, KIND_FIXED, KIND_VAR};
 use crate::ffi;
+use crate::storage::block::{
+    AttrSpec, BlockRef, ColDesc, KIND_ABSENT, KIND_CSTRING, KIND_FIXED, KIND_VAR,
+};
 use pgrx::pg_sys;
 
 fn typalign_bytes(c: std::ffi::c_char) -> u8 {
@@ -183,7 +185,7 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
         // buffer the virtual slot frees on clear
         let (buf, owned) = if size == 0 {
             (std::ptr::null_mut(), false)
-        } else if let Some(b) = crate::slot::reusable_buffer(out, size) {
+        } else if let Some(b) = crate::am::slot::reusable_buffer(out, size) {
             (b, false)
         } else {
             (
@@ -248,7 +250,7 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
             pg_sys::slot_getmissingattrs(out, nb as i32, natts as i32);
         }
         pg_sys::ExecStoreVirtualTuple(out);
-        crate::slot::set_sysattrs(out, b.row(slot));
+        crate::am::slot::set_sysattrs(out, b.row(slot));
         if owned {
             let v = out as *mut pg_sys::VirtualTupleTableSlot;
             (*v).data = buf as *mut std::ffi::c_char;

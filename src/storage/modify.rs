@@ -9,12 +9,12 @@
 //! while visiting the rest of the chain (shared only); pruning redirects the root under its
 //! exclusive lock before freeing any chain member, so a reader inside a chain never finds a
 //! member freed under it.
-use crate::arena::{self, BlockDesc, LwGuard};
-use crate::block::*;
 use crate::ffi;
-use crate::mvcc::HEAP_XMAX_INVALID;
-use crate::row::{self, Prepared};
-use crate::tabledir::TableRef;
+use crate::storage::arena::{self, BlockDesc, LwGuard};
+use crate::storage::block::*;
+use crate::storage::row::{self, Prepared};
+use crate::storage::tabledir::TableRef;
+use crate::txn::mvcc::HEAP_XMAX_INVALID;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -282,15 +282,15 @@ pub fn set_xmax(
     cmax: Option<u32>,
 ) {
     let h = l.row(s);
-    let mut m = h.infomask() & !crate::mvcc::HEAP_XMAX_BITS;
+    let mut m = h.infomask() & !crate::txn::mvcc::HEAP_XMAX_BITS;
     m |= infomask_bits;
     if let Some(cid) = cmax {
-        let (c, combo) = crate::mvcc::adjust_cmax(h, cid);
+        let (c, combo) = crate::txn::mvcc::adjust_cmax(h, cid);
         h.cid = c;
         if combo {
-            m |= crate::mvcc::HEAP_COMBOCID;
+            m |= crate::txn::mvcc::HEAP_COMBOCID;
         } else {
-            m &= !crate::mvcc::HEAP_COMBOCID;
+            m &= !crate::txn::mvcc::HEAP_COMBOCID;
         }
     }
     h.xmax = xmax;
@@ -330,7 +330,7 @@ pub fn finish_speculative(l: &Locked, s: u32, succeeded: bool) {
         // like heap_abort_speculative: xmin invalid makes it dead to everyone at once
         h.xmin = 0;
         h.infomask
-            .fetch_or(crate::mvcc::HEAP_XMIN_INVALID, Ordering::Relaxed);
+            .fetch_or(crate::txn::mvcc::HEAP_XMIN_INVALID, Ordering::Relaxed);
     }
     l.touch();
 }
@@ -439,14 +439,14 @@ pub fn release_empty_block(t: TableRef, l: Locked) {
 pub fn freeze_xmin(l: &Locked, s: u32) {
     let h = l.row(s);
     h.infomask
-        .fetch_or(crate::mvcc::HEAP_XMIN_FROZEN, Ordering::Relaxed);
+        .fetch_or(crate::txn::mvcc::HEAP_XMIN_FROZEN, Ordering::Relaxed);
     l.touch();
 }
 
 /// Clears an xmax that no longer matters (aborted updater / finished lockers) before freezing.
 pub fn clear_xmax(l: &Locked, s: u32) {
     let h = l.row(s);
-    let m = (h.infomask() & !crate::mvcc::HEAP_XMAX_BITS) | HEAP_XMAX_INVALID;
+    let m = (h.infomask() & !crate::txn::mvcc::HEAP_XMAX_BITS) | HEAP_XMAX_INVALID;
     h.infomask.store(m, Ordering::Relaxed);
     h.xmax = 0;
     h.flags &= !(F_KEYS_UPDATED | F_HOT_UPDATED);

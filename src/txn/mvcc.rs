@@ -2,8 +2,8 @@
 //! per-row version headers. `infomask` carries heap's bit values, so combo command ids and
 //! multixact update xids are resolved with PostgreSQL's own functions on a stack copy of the
 //! header. Hint bits are set with an atomic OR (callers hold the block lock, shared or exclusive).
-use crate::block::{RowHdr, F_KEYS_UPDATED, F_SPECULATIVE};
 use crate::ffi::xid;
+use crate::storage::block::{RowHdr, F_KEYS_UPDATED, F_SPECULATIVE};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 

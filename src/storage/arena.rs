@@ -153,7 +153,7 @@ fn block_size_setting() -> usize {
 }
 
 fn ctl_size() -> usize {
-    tabledir_offset() + guc::MAX_TABLES.get() as usize * crate::tabledir::entry_size() + 64
+    tabledir_offset() + guc::MAX_TABLES.get() as usize * crate::storage::tabledir::entry_size() + 64
 }
 
 /// Called from `_PG_init` in the postmaster: validates settings, maps the arena, installs hooks.
@@ -311,7 +311,7 @@ unsafe fn init_ctl() {
                 .store(NO_BLOCK, Ordering::Relaxed);
         }
         c.nfree_blocks.store(n, Ordering::Relaxed);
-        crate::tabledir::init(c.max_tables);
+        crate::storage::tabledir::init(c.max_tables);
         // release whatever a previous incarnation left in the memfd
         libc::madvise(ARENA_BASE as *mut c_void, ARENA_BYTES, libc::MADV_REMOVE);
     }

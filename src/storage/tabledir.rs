@@ -8,8 +8,8 @@
 //! An entry also remembers that this server incarnation knows the table: a relation whose
 //! relfilenode has no entry was created before the last restart and lost its rows (durability is
 //! a later issue), which `resolve` reports with a WARNING once.
-use crate::arena::{self, LwGuard};
 use crate::ffi;
+use crate::storage::arena::{self, LwGuard};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -3,8 +3,8 @@
 //! it commits — the arena counterpart of PostgreSQL's pending file deletions. Subtransactions
 //! are tracked by nesting level. DROP is observed through `object_access_hook`.
 use crate::am;
-use crate::storage;
-use crate::tabledir::{self, RelKey, TableRef};
+use crate::storage::modify as storage;
+use crate::storage::tabledir::{self, RelKey, TableRef};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -141,7 +141,7 @@ unsafe extern "C-unwind" fn object_access(
         if let Some(prev) = PREV_OBJECT_ACCESS {
             prev(access, class_id, object_id, sub_id, arg);
         }
-        if access != pg_sys::ObjectAccessType::OAT_DROP || !crate::arena::is_ready() {
+        if access != pg_sys::ObjectAccessType::OAT_DROP || !crate::storage::arena::is_ready() {
             return;
         }
         if class_id == pg_sys::RelationRelationId && sub_id == 0 {

@@ -377,7 +377,7 @@ impl BlockRef {
 
 /// TID mapping: row `slot` of arena block `b` is TID (b * vpb + slot / 291, slot % 291 + 1).
 pub mod tid {
-    use crate::arena::TID_OFFSETS_PER_PAGE;
+    use crate::storage::arena::TID_OFFSETS_PER_PAGE;
 
     #[inline]
     pub fn encode(vpb: u32, block: u32, slot: u32) -> (u32, u16) {

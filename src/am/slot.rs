@@ -1,8 +1,8 @@
 //! The slot type scoot returns rows in: PostgreSQL's virtual slot plus the row version's xmin,
 //! xmax and command id, so the system columns xmin/xmax/cmin/cmax work (foreign-key triggers
 //! and INSERT ... ON CONFLICT read xmin from the slot).
-use crate::block::RowHdr;
-use crate::mvcc;
+use crate::storage::block::RowHdr;
+use crate::txn::mvcc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
