@@ -42,6 +42,7 @@ pub extern "C-unwind" fn _PG_init() {
             return;
         }
         PRELOADED = true;
+        ffi::guard::disable_backtraces();
         guc::define();
         storage::arena::install_hooks();
         txn::xact::install_hooks();

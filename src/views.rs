@@ -59,7 +59,7 @@ fn arena_tables() -> TableIterator<
     for (t, key, _) in tabledir::all() {
         let blocks = tabledir::blocks_of(t);
         let (mut live, mut dead) = (0i64, 0i64);
-        for &b in &blocks {
+        for &(b, _) in &blocks {
             let Some(l) = storage::lock(t, b, false) else {
                 continue;
             };
@@ -136,7 +136,7 @@ fn row_versions(
             error!("\"{}\" is not a scoot table", crate::ffi::rel_name(r));
         }
         let t = tabledir::resolve(r);
-        for b in tabledir::blocks_of(t) {
+        for (b, _) in tabledir::blocks_of(t) {
             let Some(l) = storage::lock(t, b, false) else {
                 continue;
             };
@@ -148,13 +148,13 @@ fn row_versions(
                     ST_DEAD => "dead",
                     _ => "free",
                 };
-                let next = if h.state() != crate::storage::block::ST_FREE
-                    && h.has_next()
-                    && h.next_block != arena::NO_BLOCK
-                {
-                    Some(crate::am::tid_of(h.next_block, h.next_slot))
-                } else {
-                    None
+                let next = match h.next() {
+                    Some((p, o)) if h.state() != crate::storage::block::ST_FREE => {
+                        let mut tid = pg_sys::ItemPointerData::default();
+                        crate::ffi::set_tid(&mut tid, p, o);
+                        Some(tid)
+                    }
+                    _ => None,
                 };
                 rows.push((
                     crate::am::tid_of(b, s),
@@ -162,7 +162,7 @@ fn row_versions(
                     h.xmin as i64,
                     h.xmax as i64,
                     h.infomask() as i32,
-                    h.flags as i32,
+                    h.flags() as i32,
                     next,
                 ));
             }

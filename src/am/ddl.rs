@@ -13,6 +13,7 @@ use crate::storage::row;
 use crate::storage::tabledir::{self, TableRef};
 use crate::txn::mvcc::{self, Htsv};
 use crate::txn::xact;
+use crate::ffi::guard::boundary;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_char;
@@ -26,7 +27,7 @@ pub unsafe extern "C-unwind" fn relation_set_new_filenode(
     freeze_xid: *mut pg_sys::TransactionId,
     minmulti: *mut pg_sys::MultiXactId,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         crate::ensure_preloaded();
         arena::register_tranche();
         *freeze_xid = pg_sys::RecentXmin;
@@ -41,13 +42,15 @@ pub unsafe extern "C-unwind" fn relation_set_new_filenode(
             // TRUNCATE / rewrite: PostgreSQL unlinks the old relfilenode at commit, so do we
             xact::drop_on_commit(oldkey);
         }
-    }
+    })
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Relation) {
+    boundary(|| {
     let t = tabledir::resolve(rel);
     storage::free_all_blocks(t);
+    })
 }
 
 #[pg_guard]
@@ -55,7 +58,7 @@ pub unsafe extern "C-unwind" fn relation_copy_data(
     rel: pg_sys::Relation,
     newrnode: *const pg_sys::RelFileNode,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
         let srel = pg_sys::RelationCreateStorage(*newrnode, (*(*rel).rd_rel).relpersistence, true);
         pg_sys::smgrclose(srel);
@@ -65,7 +68,7 @@ pub unsafe extern "C-unwind" fn relation_copy_data(
         xact::rekey_on_abort(t, oldkey);
         // like heap: the old relfilenode's (empty) files are unlinked at commit
         pg_sys::RelationDropStorage(rel);
-    }
+    })
 }
 
 /// Header fields copied verbatim by CLUSTER / VACUUM FULL.
@@ -90,7 +93,7 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
     tups_vacuumed: *mut f64,
     tups_recently_dead: *mut f64,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         let told = tabledir::resolve(old_table);
         let tnew = tabledir::resolve(new_table);
         let oldest = oldest_xmin.into_inner();
@@ -128,7 +131,7 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
             // versions not reachable from the index (none expected) still get copied
             let mut seen = order.clone();
             seen.sort_unstable();
-            for b in tabledir::blocks_of(told) {
+            for (b, _) in tabledir::blocks_of(told) {
                 if let Some(l) = storage::lock(told, b, false) {
                     for s in 0..l.hwm() {
                         if l.row(s).state() == ST_NORMAL && seen.binary_search(&(b, s)).is_err() {
@@ -138,7 +141,7 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
                 }
             }
         } else {
-            for b in tabledir::blocks_of(told) {
+            for (b, _) in tabledir::blocks_of(told) {
                 if let Some(l) = storage::lock(told, b, false) {
                     for s in 0..l.hwm() {
                         if l.row(s).state() == ST_NORMAL {
@@ -197,29 +200,31 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
                             xmax,
                             cid: h.cid,
                             infomask: m,
-                            keys: h.flags & block::F_KEYS_UPDATED != 0,
+                            keys: h.has_flag(block::F_KEYS_UPDATED),
                         })
                     }
                 }
             };
             if let Some(c) = copy {
-                let prepared = row::prepare(slot);
+                // values are TOASTed into the new relation's TOAST table, as heap's rewrite does
+                let prepared = row::prepare(
+                    new_table,
+                    tnew,
+                    slot,
+                    row::Toast::Now(pg_sys::HEAP_INSERT_NO_LOGICAL as i32),
+                    false,
+                );
                 let (nb, ns) =
                     storage::insert(new_table, tnew, &prepared, c.xmin, c.cid, 0, None, None);
                 if let Some(l) = storage::lock(tnew, nb, true) {
-                    let h = l.row(ns);
-                    h.xmax = c.xmax;
-                    h.infomask.store(c.infomask, Ordering::Relaxed);
-                    if c.keys {
-                        h.flags |= block::F_KEYS_UPDATED;
-                    }
+                    storage::set_header(&l, ns, c.xmax, c.infomask, c.keys);
                 }
             }
             pg_sys::MemoryContextSwitchTo(old);
         }
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         pg_sys::MemoryContextDelete(tmpcxt);
-    }
+    })
 }
 
 #[pg_guard]
@@ -227,23 +232,28 @@ pub unsafe extern "C-unwind" fn relation_size(
     rel: pg_sys::Relation,
     fork: pg_sys::ForkNumber::Type,
 ) -> u64 {
+    boundary(|| {
     if fork != pg_sys::ForkNumber::MAIN_FORKNUM && fork != pg_sys::ForkNumber::InvalidForkNumber {
         return 0;
     }
     let t = tabledir::resolve(rel);
     super::scan::tid_pages(t) as u64 * pg_sys::BLCKSZ as u64
+    })
 }
 
 #[pg_guard]
-pub unsafe extern "C-unwind" fn relation_needs_toast_table(_rel: pg_sys::Relation) -> bool {
-    false
+pub unsafe extern "C-unwind" fn relation_needs_toast_table(rel: pg_sys::Relation) -> bool {
+    boundary(|| unsafe { row::needs_toast_table(rel) })
 }
 
+/// Out-of-line values go to an ordinary heap TOAST table, as for heap tables.
 #[pg_guard]
 pub unsafe extern "C-unwind" fn relation_toast_am(_rel: pg_sys::Relation) -> pg_sys::Oid {
-    pg_sys::InvalidOid
+    pg_sys::HEAP_TABLE_AM_OID
 }
 
+/// Only called on a TOAST relation of this access method, which never exists (scoot tables'
+/// TOAST relations are heap tables).
 #[pg_guard]
 pub unsafe extern "C-unwind" fn relation_fetch_toast_slice(
     _toastrel: pg_sys::Relation,
@@ -253,7 +263,7 @@ pub unsafe extern "C-unwind" fn relation_fetch_toast_slice(
     _slicelength: i32,
     _result: *mut pg_sys::varlena,
 ) {
-    super::unsupported("TOAST storage (scoot stores values inline, detoasted)")
+    boundary(|| super::unsupported("a scoot table as TOAST relation"))
 }
 
 /// Bytes and row versions a table occupies: (bytes, versions).
@@ -261,7 +271,7 @@ pub fn table_usage(t: TableRef) -> (u64, u64) {
     let mut bytes = 0u64;
     let mut versions = 0u64;
     let bs = arena::block_size() as u64;
-    for b in tabledir::blocks_of(t) {
+    for (_, b) in tabledir::blocks_of(t) {
         let d = arena::block_desc(b);
         let hwm = d.hwm.load(Ordering::Relaxed) as u64;
         let used = hwm.saturating_sub(d.nfree.load(Ordering::Relaxed) as u64);
@@ -279,29 +289,63 @@ pub fn table_usage(t: TableRef) -> (u64, u64) {
 #[pg_guard]
 pub unsafe extern "C-unwind" fn relation_estimate_size(
     rel: pg_sys::Relation,
-    _attr_widths: *mut i32,
+    attr_widths: *mut i32,
     pages: *mut pg_sys::BlockNumber,
     tuples: *mut f64,
     allvisfrac: *mut f64,
 ) {
-    unsafe {
+    boundary(|| unsafe {
+        // heap's table_block_relation_estimate_size, with two page counts: the planner costs the
+        // pages the rows' bytes would fill (what a heap table of the same rows spans), and the
+        // row count comes from pg_class's density (reltuples per TID page, as VACUUM and ANALYZE
+        // measure it) times the current TID pages
         let t = tabledir::resolve(rel);
         let (bytes, versions) = table_usage(t);
-        *allvisfrac = 0.0;
-        if versions == 0 {
-            // like heap for a never-filled table: assume 10 pages, so plans stay robust
-            let mut width = 24usize;
-            for i in 0..ffi::rel_natts(rel) {
-                let a = &*ffi::tupdesc_attr((*rel).rd_att, i);
-                if !a.attisdropped {
-                    width += if a.attlen > 0 { a.attlen as usize } else { 32 };
-                }
-            }
-            *pages = 10;
-            *tuples = (10 * (pg_sys::BLCKSZ as usize - 24) / width) as f64;
+        // the pages a heap table of these rows would span: heap's 28 bytes of per-row overhead
+        // (tuple header + line pointer) and tuple alignment instead of scoot's 20-byte header,
+        // 8168 usable bytes per page, minus the fillfactor's reserve
+        let heap_bytes = bytes + versions * 12;
+        let per_page = (pg_sys::BLCKSZ as u64 - 24) * fill_factor(rel) as u64 / 100;
+        let tid_pages = super::scan::tid_pages(t) as f64;
+        let r = &*(*rel).rd_rel;
+        let relpages = r.relpages as f64;
+        let reltuples = r.reltuples as f64;
+        let relallvisible = r.relallvisible as f64;
+        let mut curpages = heap_bytes.div_ceil(per_page.max(1)) as pg_sys::BlockNumber;
+        if curpages < 10 && reltuples < 0.0 && !r.relhassubclass {
+            // never vacuumed or analyzed: do not trust a small size yet (heap's 10-page rule)
+            curpages = 10;
+        }
+        *pages = curpages;
+        if curpages == 0 {
+            *tuples = 0.0;
+            *allvisfrac = 0.0;
             return;
         }
-        *pages = bytes.div_ceil(pg_sys::BLCKSZ as u64).max(1) as pg_sys::BlockNumber;
-        *tuples = versions as f64;
+        *tuples = if reltuples >= 0.0 && relpages > 0.0 && tid_pages > 0.0 {
+            (reltuples / relpages * tid_pages).round()
+        } else {
+            let width = pg_sys::get_rel_data_width(rel, attr_widths) + 28;
+            let fillfactor = fill_factor(rel);
+            let density = ((pg_sys::BLCKSZ as i32 - 24) * fillfactor / 100 / width.max(1)) as f64;
+            (density * curpages as f64).round()
+        };
+        *allvisfrac = if relallvisible == 0.0 || tid_pages <= 0.0 {
+            0.0
+        } else {
+            (relallvisible / tid_pages).min(1.0)
+        };
+    })
+}
+
+/// The table's fillfactor reloption (RelationGetFillFactor, default 100).
+unsafe fn fill_factor(rel: pg_sys::Relation) -> i32 {
+    unsafe {
+        let o = (*rel).rd_options as *const pg_sys::StdRdOptions;
+        if o.is_null() {
+            100
+        } else {
+            (*o).fillfactor
+        }
     }
 }

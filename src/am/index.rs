@@ -9,22 +9,33 @@
 use super::{check_conflict_out, predicate_lock_row, tid_of};
 use crate::ffi;
 use crate::storage::block::{RowHdr, F_HEAP_ONLY, F_HOT_UPDATED, ST_DEAD, ST_NORMAL, ST_REDIRECT};
+use crate::storage::decode_tid_parts;
 use crate::storage::modify::{self as storage, Locked};
 use crate::storage::row;
 use crate::storage::tabledir::{self, TableRef};
 use crate::txn::mvcc::{self, Htsv, HEAP_XMAX_INVALID};
+use crate::ffi::guard::{self, boundary, raw};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_void;
 
-/// Does `h` continue its chain with a heap-only newer version?
+/// Does `h` continue its chain with a heap-only newer version? (local block, slot, its xmin)
 #[inline]
 pub fn hot_next(h: &RowHdr) -> Option<(u32, u32, u32)> {
-    if h.flags & F_HOT_UPDATED != 0 && h.infomask() & HEAP_XMAX_INVALID == 0 && h.has_next() {
-        Some((h.next_block, h.next_slot, mvcc::update_xid(h)))
+    if h.has_flag(F_HOT_UPDATED) && h.infomask() & HEAP_XMAX_INVALID == 0 {
+        let (p, o) = h.next()?;
+        let (lb, s) = decode_tid_parts(p, o)?;
+        Some((lb, s, mvcc::update_xid(h)))
     } else {
         None
     }
+}
+
+/// Where a redirect points (local block, slot).
+#[inline]
+fn redirect_target(h: &RowHdr) -> Option<(u32, u32)> {
+    let (p, o) = h.next()?;
+    decode_tid_parts(p, o)
 }
 
 /// Walks the chain rooted at (rb, rs), calling `f(lock, slot, hdr)` for each member until it
@@ -42,8 +53,11 @@ pub fn walk_chain(
     }
     let rh = root.row(rs);
     let (mut cb, mut cs, mut prior): (u32, u32, Option<u32>) = match rh.state() {
-        ST_REDIRECT => (rh.next_block, rh.next_slot, None),
-        ST_NORMAL if rh.flags & F_HEAP_ONLY == 0 => (rb, rs, None),
+        ST_REDIRECT => {
+            let (b, s) = redirect_target(rh)?;
+            (b, s, None)
+        }
+        ST_NORMAL if !rh.has_flag(F_HEAP_ONLY) => (rb, rs, None),
         _ => return None,
     };
     let mut first = true;
@@ -67,7 +81,7 @@ pub fn walk_chain(
                 return None;
             }
         }
-        if !(first && cb == rb && cs == rs) && h.flags & F_HEAP_ONLY == 0 {
+        if !(first && cb == rb && cs == rs) && !h.has_flag(F_HEAP_ONLY) {
             return None; // a redirect must lead to a heap-only member
         }
         first = false;
@@ -136,9 +150,9 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         }
         let h = root.row(rs);
         root_state = h.state();
-        root_target = (h.next_block, h.next_slot, h.xmax);
+        root_target = (h.ctid, h.xmax);
         root_xmin = h.xmin;
-        if root_state == ST_DEAD || (root_state == ST_NORMAL && h.flags & F_HEAP_ONLY != 0) {
+        if root_state == ST_DEAD || (root_state == ST_NORMAL && h.has_flag(F_HEAP_ONLY)) {
             return root_state == ST_DEAD;
         }
     }
@@ -151,7 +165,7 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
             Prune::Dead => latest_dead = Some(members.len()),
             Prune::Recent => {}
         }
-        members.push((l.b, s, h.xmin));
+        members.push((l.lb, s, h.xmin));
         if hot_next(h).is_none() {
             ended = true;
         }
@@ -172,14 +186,17 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         let h = root.row(rs);
         let same = h.state() == root_state
             && match root_state {
-                ST_REDIRECT => (h.next_block, h.next_slot, h.xmax) == root_target,
+                ST_REDIRECT => (h.ctid, h.xmax) == root_target,
                 _ => h.xmin == root_xmin,
             };
         if !same {
             return false;
         }
         match keep_target {
-            Some((lb, ls)) if (lb, ls) != (rb, rs) => storage::make_redirect(&root, rs, lb, ls),
+            Some((lb, ls)) if (lb, ls) != (rb, rs) => {
+                let tid = crate::storage::tid_of(lb, ls);
+                storage::make_redirect(&root, rs, (crate::ffi::tid_page(&tid), tid.ip_posid))
+            }
             Some(_) => return false,
             None => storage::make_dead(&root, rs),
         }
@@ -193,7 +210,7 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
             let h = l.row(s);
             if storage::slot_in_range(&l, s)
                 && h.state() == ST_NORMAL
-                && h.flags & F_HEAP_ONLY != 0
+                && h.has_flag(F_HEAP_ONLY)
                 && h.xmin == xmin
             {
                 storage::free_slot(&l, s);
@@ -226,6 +243,8 @@ struct IndexFetch {
     t: TableRef,
     /// for call_again with non-MVCC snapshots: the member returned last
     last: Option<(u32, u32)>,
+    /// ... and the root of its chain (`*tid` now names the member, as heap's does)
+    root: (u32, u32),
     vistest: *mut pg_sys::GlobalVisState,
 }
 
@@ -233,7 +252,7 @@ struct IndexFetch {
 pub unsafe extern "C-unwind" fn index_fetch_begin(
     rel: pg_sys::Relation,
 ) -> *mut pg_sys::IndexFetchTableData {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
         let f = pg_sys::palloc0(std::mem::size_of::<IndexFetch>()) as *mut IndexFetch;
         (*f).base.rel = rel;
@@ -241,17 +260,17 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         (*f).last = None;
         (*f).vistest = std::ptr::null_mut();
         f as *mut pg_sys::IndexFetchTableData
-    }
+    })
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_fetch_reset(data: *mut pg_sys::IndexFetchTableData) {
-    unsafe { (*(data as *mut IndexFetch)).last = None }
+    boundary(|| unsafe { (*(data as *mut IndexFetch)).last = None })
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
-    unsafe { pg_sys::pfree(data as *mut c_void) }
+    boundary(|| unsafe { pg_sys::pfree(data as *mut c_void) })
 }
 
 #[pg_guard]
@@ -263,7 +282,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
     call_again: *mut bool,
     all_dead: *mut bool,
 ) -> bool {
-    unsafe {
+    boundary(|| unsafe {
         let f = &mut *(scan as *mut IndexFetch);
         let rel = f.base.rel;
         if !f.t.is_current() {
@@ -277,9 +296,14 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
         if !all_dead.is_null() {
             *all_dead = false;
         }
-        let Some((rb, rs)) = super::decode_tid(tid) else {
-            *call_again = false;
-            return false;
+        let (rb, rs) = if continuing && f.last.is_some() {
+            f.root
+        } else {
+            let Some(r) = super::decode_tid(tid) else {
+                *call_again = false;
+                return false;
+            };
+            r
         };
         if f.vistest.is_null() {
             f.vistest = pg_sys::GlobalVisTestFor(rel);
@@ -292,10 +316,11 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
         let mut seen_live = false;
         let mut members = 0u32;
         let mut more = false;
+        ffi::pgstat_count_pages_hit(rel, 1);
         let found = walk_chain(t, rb, rs, |l, s, h| {
             members += 1;
             if skipping {
-                if Some((l.b, s)) == last {
+                if Some((l.lb, s)) == last {
                     skipping = false;
                 }
                 return false;
@@ -303,8 +328,8 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             let vis = mvcc::visible(h, snapshot);
             check_conflict_out(rel, h, vis, snapshot);
             if vis {
-                predicate_lock_row(rel, l.b, s, h, snapshot);
-                super::store_row(rel, l.blk, l.b, s, slot);
+                predicate_lock_row(rel, l.lb, s, h, snapshot);
+                super::store_row(rel, l.blk, l.lb, s, slot);
                 more = hot_next(h).is_some();
                 return true;
             }
@@ -318,7 +343,10 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
         match found {
             Some(pos) => {
                 f.last = Some(pos);
+                f.root = (rb, rs);
                 *call_again = !mvcc_snap && more;
+                // like heap_hot_search_buffer: the TID of the version found
+                *tid = tid_of(pos.0, pos.1);
             }
             None => {
                 f.last = None;
@@ -334,17 +362,18 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             }
         }
         // opportunistic pruning keeps hot chains short (heap_page_prune_opt's job)
-        if crate::guc::OPPORTUNISTIC_PRUNE.get()
-            && mvcc_snap
-            && (members >= 3 || (found.is_none() && dead_prefix >= 1))
-        {
+        let prune = members >= 8
+            || ((members >= 3 || (found.is_none() && dead_prefix >= 1))
+                && tabledir::arena_block(t, rb)
+                    .is_some_and(|ab| storage::nearly_full(crate::storage::arena::block_desc(ab))));
+        if crate::guc::OPPORTUNISTIC_PRUNE.get() && mvcc_snap && prune {
             prune_chain(t, rb, rs, &|h| classify_globalvis(h, vistest));
         }
         if found.is_none() {
             ffi::exec_clear_tuple(slot);
         }
         found.is_some()
-    }
+    })
 }
 
 // ---------------------------------------------------------------- index_delete_tuples
@@ -354,7 +383,7 @@ pub unsafe extern "C-unwind" fn index_delete_tuples(
     rel: pg_sys::Relation,
     delstate: *mut pg_sys::TM_IndexDeleteOp,
 ) -> pg_sys::TransactionId {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
         let vistest = pg_sys::GlobalVisTestFor(rel);
         let d = &mut *delstate;
@@ -389,7 +418,7 @@ pub unsafe extern "C-unwind" fn index_delete_tuples(
             }
         }
         ffi::xid(latest)
-    }
+    })
 }
 
 // ---------------------------------------------------------------- index build
@@ -402,7 +431,9 @@ unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprCo
         }
         let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
         let mut isnull = false;
-        let d = ((*state).evalfunc.unwrap())(state, econtext, &mut isnull);
+        let isnullp: *mut bool = &mut isnull;
+        // user code: errors keep their CONTEXT (see ffi::guard)
+        let d = guard::catch(|| ((*state).evalfunc.unwrap())(state, econtext, isnullp));
         pg_sys::MemoryContextSwitchTo(old);
         !isnull && d.value() != 0
     }
@@ -423,20 +454,14 @@ unsafe fn for_each_block(
             pg_sys::table_block_parallelscan_startblock_init(rel, &mut st.pworker, pb);
             loop {
                 let b = pg_sys::table_block_parallelscan_nextpage(rel, &mut st.pworker, pb);
-                if b == pg_sys::InvalidBlockNumber || b >= crate::storage::arena::nblocks() {
+                if b == pg_sys::InvalidBlockNumber || b >= tabledir::nlocal(t) {
                     break;
                 }
-                if crate::storage::arena::block_desc(b)
-                    .owner
-                    .load(std::sync::atomic::Ordering::Acquire)
-                    == t.owner()
-                {
-                    f(b);
-                }
+                f(b);
             }
         } else {
-            for b in tabledir::blocks_of(t) {
-                f(b);
+            for (lb, _) in tabledir::blocks_of(t) {
+                f(lb);
             }
         }
     }
@@ -448,10 +473,15 @@ pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
     if !crate::guc::OPPORTUNISTIC_PRUNE.get() {
         return;
     }
-    let d = crate::storage::arena::block_desc(b);
+    let Some(ab) = tabledir::arena_block(t, b) else {
+        return;
+    };
+    let d = crate::storage::arena::block_desc(ab);
     let obsolete = d.obsolete.load(std::sync::atomic::Ordering::Relaxed);
     let hwm = d.hwm.load(std::sync::atomic::Ordering::Relaxed);
-    if obsolete < 16.max(hwm / 16) {
+    // like heap_page_prune_opt: prune a block that is running out of room; otherwise only
+    // when a good part of it is superseded versions
+    if obsolete == 0 || (!storage::nearly_full(d) && obsolete < 64.max(hwm / 4)) {
         return;
     }
     d.obsolete.store(0, std::sync::atomic::Ordering::Relaxed);
@@ -467,7 +497,7 @@ pub fn roots_of(t: TableRef, b: u32) -> Vec<u32> {
     if let Some(l) = storage::lock(t, b, false) {
         for s in 0..l.hwm() {
             let h = l.row(s);
-            if (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0) || h.state() == ST_REDIRECT {
+            if (h.state() == ST_NORMAL && !h.has_flag(F_HEAP_ONLY)) || h.state() == ST_REDIRECT {
                 v.push(s);
             }
         }
@@ -524,13 +554,9 @@ impl IndexEval {
             if !exec_qual(self.predicate, self.econtext) {
                 return Some(false);
             }
-            pg_sys::FormIndexDatum(
-                self.index_info,
-                self.slot,
-                self.estate,
-                self.values.as_mut_ptr(),
-                self.isnull.as_mut_ptr(),
-            );
+            let (ii, sl, es) = (self.index_info, self.slot, self.estate);
+            let (vals, nulls) = (self.values.as_mut_ptr(), self.isnull.as_mut_ptr());
+            guard::catch(|| raw::FormIndexDatum(ii, sl, es, vals, nulls));
             Some(true)
         }
     }
@@ -559,7 +585,7 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     callback_state: *mut c_void,
     scan: pg_sys::TableScanDesc,
 ) -> f64 {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(table_rel);
         let callback = callback.unwrap();
         let mut ev = IndexEval::new(table_rel, index_info);
@@ -601,7 +627,7 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
                 walk_chain(t, b, rs, |l, s, h| {
                     if !snapshot.is_null() {
                         if mvcc::visible(h, snapshot) {
-                            to_index.push((l.b, s, true));
+                            to_index.push((l.lb, s, true));
                             return true;
                         }
                         return false;
@@ -616,12 +642,12 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
                     };
                     match state {
                         Htsv::Dead => {}
-                        Htsv::Live | Htsv::InsertInProgress => to_index.push((l.b, s, true)),
+                        Htsv::Live | Htsv::InsertInProgress => to_index.push((l.lb, s, true)),
                         Htsv::RecentlyDead | Htsv::DeleteInProgress => {
                             if hot_next(h).is_some() {
                                 (*index_info).ii_BrokenHotChain = true;
                             } else {
-                                to_index.push((l.b, s, false));
+                                to_index.push((l.lb, s, false));
                             }
                         }
                     }
@@ -638,14 +664,10 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
                         continue;
                     }
                     let mut root_tid = tid_of(b, rs);
-                    callback(
-                        index_rel,
-                        &mut root_tid,
-                        ev.values.as_mut_ptr(),
-                        ev.isnull.as_mut_ptr(),
-                        alive,
-                        callback_state,
-                    );
+                    let tidp: *mut pg_sys::ItemPointerData = &mut root_tid;
+                    let (vals, nulls) = (ev.values.as_mut_ptr(), ev.isnull.as_mut_ptr());
+                    // the index AM (unique checks, expression errors) with its full error
+                    guard::catch(|| callback(index_rel, tidp, vals, nulls, alive, callback_state));
                 }
             }
         });
@@ -654,7 +676,7 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
             pg_sys::UnregisterSnapshot(registered);
         }
         reltuples
-    }
+    })
 }
 
 #[pg_guard]
@@ -665,7 +687,7 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
     snapshot: pg_sys::Snapshot,
     state: *mut pg_sys::ValidateIndexState,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(table_rel);
         // TIDs already in the index (sorted)
         let mut in_index: Vec<u64> = Vec::new();
@@ -695,7 +717,7 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
         } else {
             pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO
         };
-        for b in tabledir::blocks_of(t) {
+        for (b, _) in tabledir::blocks_of(t) {
             for rs in roots_of(t, b) {
                 let Some((mb, ms)) = walk_chain(t, b, rs, |_l, _s, h| mvcc::visible(h, snapshot))
                 else {
@@ -712,19 +734,16 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
                     continue;
                 }
                 let mut root_tid = tid_of(b, rs);
-                pg_sys::index_insert(
-                    index_rel,
-                    ev.values.as_mut_ptr(),
-                    ev.isnull.as_mut_ptr(),
-                    &mut root_tid,
-                    table_rel,
-                    unique,
-                    false,
-                    index_info,
-                );
+                let tidp: *mut pg_sys::ItemPointerData = &mut root_tid;
+                let (vals, nulls) = (ev.values.as_mut_ptr(), ev.isnull.as_mut_ptr());
+                guard::catch(|| {
+                    raw::index_insert(
+                        index_rel, vals, nulls, tidp, table_rel, unique, false, index_info,
+                    )
+                });
                 (*state).tups_inserted += 1.0;
             }
         }
         ev.finish();
-    }
+    })
 }

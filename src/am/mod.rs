@@ -8,8 +8,8 @@
 //!
 //! TIDs: row `slot` of arena block `b` is (b * vpb + slot / 291, slot % 291 + 1); see `block::tid`.
 use crate::ffi;
-use crate::storage::arena;
 use crate::storage::block;
+use crate::ffi::guard::boundary;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -20,38 +20,21 @@ pub mod scan;
 pub mod slot;
 pub mod vacuum;
 
-#[inline]
-pub fn tid_of(b: u32, s: u32) -> pg_sys::ItemPointerData {
-    let (page, off) = block::tid::encode(arena::vpb(), b, s);
-    let mut t = pg_sys::ItemPointerData::default();
-    ffi::set_tid(&mut t, page, off);
-    t
-}
+pub use crate::storage::{decode_tid, decode_tid_parts, tid_of};
 
-#[inline]
-pub fn decode_tid(tid: *const pg_sys::ItemPointerData) -> Option<(u32, u32)> {
-    unsafe {
-        let t = &*tid;
-        let r = block::tid::decode(arena::vpb(), ffi::tid_page(t), t.ip_posid)?;
-        if r.0 >= arena::nblocks() {
-            return None;
-        }
-        Some(r)
-    }
-}
-
-/// Copies row `s` of block `b` (locked by the caller) into `slot`, with its TID and table oid.
+/// Copies row `s` of local block `lb` (locked by the caller) into `slot`, with its TID and table
+/// oid.
 #[inline]
 pub unsafe fn store_row(
     rel: pg_sys::Relation,
     blk: block::BlockRef,
-    b: u32,
+    lb: u32,
     s: u32,
     slot: *mut pg_sys::TupleTableSlot,
 ) {
     unsafe {
         crate::storage::row::read_row(blk, s, slot);
-        (*slot).tts_tid = tid_of(b, s);
+        (*slot).tts_tid = tid_of(lb, s);
         (*slot).tts_tableOid = (*rel).rd_id;
     }
 }
@@ -84,7 +67,9 @@ pub fn is_scoot(rel: pg_sys::Relation) -> bool {
 unsafe extern "C-unwind" fn slot_callbacks(
     _rel: pg_sys::Relation,
 ) -> *const pg_sys::TupleTableSlotOps {
+    boundary(|| {
     crate::am::slot::ops()
+    })
 }
 
 pub static SCOOT_ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {

@@ -1,16 +1,17 @@
 //! Row modifications and TID-based access: INSERT (single, COPY's multi-insert, ON CONFLICT's
 //! speculative insert), DELETE, UPDATE (HOT-style when no indexed column changes: the new
 //! version is heap-only and reached through the old one, so no new index entries), row locks,
-//! and fetching / validating row versions by TID.
-use super::{decode_tid, tid_of};
+//! and fetching / validating row versions by TID. Values are TOASTed as heap does (see
+//! `storage::row`); the concurrency protocol is heap's (see `txn::locking`).
+use super::{decode_tid, decode_tid_parts, tid_of};
 use crate::ffi;
-use crate::storage::arena;
-use crate::storage::block::{F_HEAP_ONLY, ST_NORMAL};
+use crate::ffi::guard::{self, boundary, raw};
+use crate::storage::block::{F_HAS_EXTERNAL, F_HEAP_ONLY, ST_NORMAL};
 use crate::storage::modify as storage;
-use crate::storage::row;
-use crate::storage::tabledir;
-use crate::txn::locking::{self, Acquired, EXCL, NO_KEY_EXCL};
-use crate::txn::mvcc::{self, HEAP_XMAX_INVALID};
+use crate::storage::row::{self, Toast};
+use crate::storage::tabledir::{self, TableRef};
+use crate::txn::locking::{self, Outcome, EXCL, NO_KEY_EXCL};
+use crate::txn::mvcc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_int;
@@ -27,11 +28,19 @@ unsafe fn insert_one(
 ) {
     unsafe {
         let t = tabledir::resolve(rel);
-        let prepared = row::prepare(slot);
+        let options = if spec.is_some() {
+            pg_sys::HEAP_INSERT_SPECULATIVE as i32
+        } else {
+            0
+        };
+        let prepared = row::prepare(rel, t, slot, Toast::Now(options), false);
         ffi::CheckForSerializableConflictIn(rel, std::ptr::null_mut(), pg_sys::InvalidBlockNumber);
-        let (b, s) = storage::insert(rel, t, &prepared, my_xid(), cid, 0, spec, None);
+        let xid = my_xid();
+        let (lb, s) = storage::insert(rel, t, &prepared, xid, cid, 0, spec, None);
         (*slot).tts_tableOid = (*rel).rd_id;
-        (*slot).tts_tid = tid_of(b, s);
+        (*slot).tts_tid = tid_of(lb, s);
+        // RETURNING xmin/xmax/cmin see the new version's header, as with heap
+        super::slot::set_sys(slot, xid, 0, cid);
     }
 }
 
@@ -43,10 +52,10 @@ pub unsafe extern "C-unwind" fn tuple_insert(
     _options: c_int,
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         insert_one(rel, slot, cid, None);
         pg_sys::pgstat_count_heap_insert(rel, 1);
-    }
+    })
 }
 
 #[pg_guard]
@@ -58,12 +67,12 @@ pub unsafe extern "C-unwind" fn multi_insert(
     _options: c_int,
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         for i in 0..nslots as usize {
             insert_one(rel, *slots.add(i), cid, None);
         }
         pg_sys::pgstat_count_heap_insert(rel, nslots as i64);
-    }
+    })
 }
 
 #[pg_guard]
@@ -75,10 +84,10 @@ pub unsafe extern "C-unwind" fn tuple_insert_speculative(
     _bistate: *mut pg_sys::BulkInsertStateData,
     spec_token: u32,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         insert_one(rel, slot, cid, Some(spec_token));
         pg_sys::pgstat_count_heap_insert(rel, 1);
-    }
+    })
 }
 
 #[pg_guard]
@@ -88,15 +97,21 @@ pub unsafe extern "C-unwind" fn tuple_complete_speculative(
     _spec_token: u32,
     succeeded: bool,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
-        let Some((b, s)) = decode_tid(&(*slot).tts_tid) else {
+        let Some((lb, s)) = decode_tid(&(*slot).tts_tid) else {
             return;
         };
-        if let Some(l) = storage::lock(t, b, true) {
+        let mut external = Vec::new();
+        if let Some(l) = storage::lock(t, lb, true) {
+            if !succeeded && l.row(s).has_flag(F_HAS_EXTERNAL) {
+                external = row::external_values(l.blk, s);
+            }
             storage::finish_speculative(&l, s, succeeded);
         }
-    }
+        // like heap_abort_speculative: the out-of-line values go at once
+        row::delete_external(rel, &external, true);
+    })
 }
 
 fn invisible_error(what: &str) -> ! {
@@ -135,56 +150,49 @@ pub unsafe extern "C-unwind" fn tuple_delete(
     tmfd: *mut pg_sys::TM_FailureData,
     changing_part: bool,
 ) -> pg_sys::TM_Result::Type {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
-        let Some((b, s)) = decode_tid(tid) else {
+        let Some((lb, s)) = decode_tid(tid) else {
             bad_tid(rel)
         };
         ffi::CheckForSerializableConflictIn(rel, tid, ffi::tid_page(&*tid));
-        let policy = if wait {
-            pg_sys::LockWaitPolicy::LockWaitBlock
-        } else {
-            pg_sys::LockWaitPolicy::LockWaitSkip
-        };
-        match locking::acquire(
-            rel,
-            t,
-            b,
-            s,
-            cid,
-            EXCL,
-            policy,
-            pg_sys::XLTW_Oper::XLTW_Delete,
-            tmfd,
-        ) {
-            Acquired::Ok(l, _tuple_lock) => {
+        match locking::acquire_for_write(rel, t, lb, s, cid, EXCL, true, wait, tmfd) {
+            Outcome::Ok(a) => {
+                let l = &a.l;
                 let h = l.row(s);
                 if crosscheck_fails(h, crosscheck) {
                     locking::fill_tmfd(h, *tid, pg_sys::TM_Result::TM_Updated, tmfd);
                     return pg_sys::TM_Result::TM_Updated;
                 }
                 pg_sys::MultiXactIdSetOldestMember();
-                let (x, bits, _) = locking::compute_new_xmax(h, my_xid(), EXCL, true);
-                storage::set_xmax(&l, s, x, bits, true, Some(cid));
+                let (x, bits, _) = locking::compute_new_xmax(
+                    h.xmax,
+                    h.infomask(),
+                    h.has_flag(crate::storage::block::F_KEYS_UPDATED),
+                    my_xid(),
+                    EXCL,
+                    true,
+                );
+                storage::set_xmax(l, s, x, bits, true, Some(mvcc::adjust_cmax(h, cid)));
                 if changing_part {
                     // the row moved to another partition: concurrent updaters must error out
-                    storage::link_next(
-                        &l,
-                        s,
-                        arena::NO_BLOCK,
-                        crate::storage::block::MOVED_SLOT,
-                        false,
-                    );
+                    storage::mark_moved(l, s);
                 }
-                drop(l);
+                let external = if h.has_flag(F_HAS_EXTERNAL) {
+                    row::external_values(l.blk, s)
+                } else {
+                    Vec::new()
+                };
+                drop(a);
+                // heap_toast_delete: the out-of-line values are deleted with the row
+                row::delete_external(rel, &external, false);
                 pg_sys::pgstat_count_heap_delete(rel);
                 pg_sys::TM_Result::TM_Ok
             }
-            Acquired::Fail(pg_sys::TM_Result::TM_Invisible) => invisible_error("delete"),
-            Acquired::Fail(pg_sys::TM_Result::TM_WouldBlock) => pg_sys::TM_Result::TM_BeingModified,
-            Acquired::Fail(r) => r,
+            Outcome::Fail(pg_sys::TM_Result::TM_Invisible) => invisible_error("delete"),
+            Outcome::Fail(r) => r,
         }
-    }
+    })
 }
 
 /// Compares the old version with the new values on indexed columns: (no indexed column changed,
@@ -214,14 +222,14 @@ unsafe fn modified_columns(
         if pg_sys::bms_is_member(0 - pg_sys::FirstLowInvalidHeapAttributeNumber, hot_attrs) {
             hot = false;
         }
-        for (i, v) in new.vals.iter().enumerate() {
+        for i in 0..new.cells.len() {
             let bit = (i as i32 + 1) - pg_sys::FirstLowInvalidHeapAttributeNumber;
             let in_hot = pg_sys::bms_is_member(bit, hot_attrs);
             let in_key = pg_sys::bms_is_member(bit, key_attrs);
             if !in_hot && !in_key {
                 continue;
             }
-            if !row::value_equals(l.blk, s, i, v) {
+            if !row::value_equals(l.blk, s, i, new) {
                 if in_hot {
                     hot = false;
                 }
@@ -233,6 +241,22 @@ unsafe fn modified_columns(
         pg_sys::bms_free(hot_attrs);
         pg_sys::bms_free(key_attrs);
         (hot, key_changed)
+    }
+}
+
+/// The old version as a heap tuple (for the toaster, which compares old and new values to find
+/// the out-of-line values the update no longer needs). Caller holds the block lock.
+unsafe fn old_heap_tuple(
+    rel: pg_sys::Relation,
+    l: &storage::Locked,
+    s: u32,
+) -> pg_sys::HeapTuple {
+    unsafe {
+        let slot = pg_sys::MakeSingleTupleTableSlot((*rel).rd_att, &pg_sys::TTSOpsVirtual);
+        row::read_row(l.blk, s, slot);
+        let tup = pg_sys::heap_form_tuple((*rel).rd_att, (*slot).tts_values, (*slot).tts_isnull);
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        tup
     }
 }
 
@@ -249,15 +273,16 @@ pub unsafe extern "C-unwind" fn tuple_update(
     lockmode: *mut pg_sys::LockTupleMode::Type,
     update_indexes: *mut bool,
 ) -> pg_sys::TM_Result::Type {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
-        let Some((b, s)) = decode_tid(otid) else {
+        let Some((lb, s)) = decode_tid(otid) else {
             bad_tid(rel)
         };
-        let prepared = row::prepare(slot);
+        // values as the executor gave them; TOAST runs once the old version is ours
+        let mut prepared = row::prepare(rel, t, slot, Toast::Defer, false);
         ffi::CheckForSerializableConflictIn(rel, otid, ffi::tid_page(&*otid));
         let (hot, key_changed) = {
-            let Some(l) = storage::lock(t, b, false) else {
+            let Some(l) = storage::lock(t, lb, false) else {
                 bad_tid(rel)
             };
             if !storage::slot_in_range(&l, s) || l.row(s).state() != ST_NORMAL {
@@ -267,41 +292,44 @@ pub unsafe extern "C-unwind" fn tuple_update(
         };
         let mode = if key_changed { EXCL } else { NO_KEY_EXCL };
         *lockmode = mode;
-        let policy = if wait {
-            pg_sys::LockWaitPolicy::LockWaitBlock
-        } else {
-            pg_sys::LockWaitPolicy::LockWaitSkip
-        };
+        pg_sys::MultiXactIdSetOldestMember();
         let xid = my_xid();
-        let (_tuple_lock, carry) = match locking::acquire(
-            rel,
-            t,
-            b,
-            s,
-            cid,
-            mode,
-            policy,
-            pg_sys::XLTW_Oper::XLTW_Update,
-            tmfd,
-        ) {
-            Acquired::Ok(l, tl) => {
-                let h = l.row(s);
-                if crosscheck_fails(h, crosscheck) {
-                    locking::fill_tmfd(h, *otid, pg_sys::TM_Result::TM_Updated, tmfd);
-                    return pg_sys::TM_Result::TM_Updated;
+        let (_tuple_lock, carry, oldtup, old_external) =
+            match locking::acquire_for_write(rel, t, lb, s, cid, mode, false, wait, tmfd) {
+                Outcome::Ok(a) => {
+                    let l = &a.l;
+                    let h = l.row(s);
+                    if crosscheck_fails(h, crosscheck) {
+                        locking::fill_tmfd(h, *otid, pg_sys::TM_Result::TM_Updated, tmfd);
+                        return pg_sys::TM_Result::TM_Updated;
+                    }
+                    let carry = locking::xmax_for_new_version(h, &a);
+                    // keys_updated as heap computes it: a lock we already hold in a stronger mode
+                    // (ON CONFLICT's update lock) carries over to the update
+                    let (x, bits, keys) = locking::compute_new_xmax(
+                        h.xmax,
+                        h.infomask(),
+                        h.has_flag(crate::storage::block::F_KEYS_UPDATED),
+                        xid,
+                        mode,
+                        true,
+                    );
+                    storage::set_xmax(l, s, x, bits, keys, Some(mvcc::adjust_cmax(h, cid)));
+                    let old_external = h.has_flag(F_HAS_EXTERNAL);
+                    let oldtup = if old_external || prepared.needs_toast {
+                        old_heap_tuple(rel, l, s)
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    (a.tuple_lock, carry, oldtup, old_external)
                 }
-                pg_sys::MultiXactIdSetOldestMember();
-                let carry = locking::lockers_to_carry(h);
-                let (x, bits, _) = locking::compute_new_xmax(h, xid, mode, true);
-                storage::set_xmax(&l, s, x, bits, key_changed, Some(cid));
-                (tl, carry)
-            }
-            Acquired::Fail(pg_sys::TM_Result::TM_Invisible) => invisible_error("update"),
-            Acquired::Fail(pg_sys::TM_Result::TM_WouldBlock) => {
-                return pg_sys::TM_Result::TM_BeingModified
-            }
-            Acquired::Fail(r) => return r,
-        };
+                Outcome::Fail(pg_sys::TM_Result::TM_Invisible) => invisible_error("update"),
+                Outcome::Fail(r) => return r,
+            };
+        if !oldtup.is_null() {
+            // the old version is marked as being updated by us: run the toaster like heap_update
+            prepared = row::prepare(rel, t, slot, Toast::WithOld(oldtup), old_external);
+        }
         // the old version is marked; place the new one, then link old -> new
         let (nb, ns) = storage::insert(
             rel,
@@ -311,17 +339,18 @@ pub unsafe extern "C-unwind" fn tuple_update(
             cid,
             if hot { F_HEAP_ONLY } else { 0 },
             None,
-            hot.then_some(b),
+            hot.then_some(lb),
         );
         if let Some((cx, cbits)) = carry {
-            // still-running key-share lockers (FK checks) keep their lock on the new version
+            // lockers still around (FK checks) keep their lock on the new version
             if let Some(l) = storage::lock(t, nb, true) {
                 storage::set_xmax(&l, ns, cx, cbits, false, None);
             }
         }
-        let late = match storage::lock(t, b, true) {
+        let new_tid = tid_of(nb, ns);
+        let late = match storage::lock(t, lb, true) {
             Some(l) => {
-                storage::link_next(&l, s, nb, ns, hot);
+                storage::link_next(&l, s, (ffi::tid_page(&new_tid), new_tid.ip_posid), hot);
                 locking::late_lockers(l.row(s), xid)
             }
             None => Vec::new(),
@@ -330,16 +359,43 @@ pub unsafe extern "C-unwind" fn tuple_update(
             if let Some(l) = storage::lock(t, nb, true) {
                 for (x, md) in late {
                     let h = l.row(ns);
-                    let (nx, bits, keys) = locking::compute_new_xmax(h, x, md, false);
+                    let (nx, bits, keys) = locking::compute_new_xmax(
+                        h.xmax,
+                        h.infomask(),
+                        h.has_flag(crate::storage::block::F_KEYS_UPDATED),
+                        x,
+                        md,
+                        false,
+                    );
                     storage::set_xmax(&l, ns, nx, bits, keys, None);
                 }
             }
         }
         (*slot).tts_tableOid = (*rel).rd_id;
-        (*slot).tts_tid = tid_of(nb, ns);
+        (*slot).tts_tid = new_tid;
+        if let Some(l) = storage::lock(t, nb, false) {
+            super::slot::set_sysattrs(slot, l.row(ns));
+        }
         *update_indexes = !hot;
         pg_sys::pgstat_count_heap_update(rel, hot);
         pg_sys::TM_Result::TM_Ok
+    })
+}
+
+/// Stores version (lb, s) into `slot` (for tuple_lock's caller, on success and failure alike).
+unsafe fn fetch_into(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    lb: u32,
+    s: u32,
+    slot: *mut pg_sys::TupleTableSlot,
+) {
+    unsafe {
+        if let Some(l) = storage::lock(t, lb, false) {
+            if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
+                super::store_row(rel, l.blk, lb, s, slot);
+            }
+        }
     }
 }
 
@@ -355,118 +411,142 @@ pub unsafe extern "C-unwind" fn tuple_lock(
     flags: u8,
     tmfd: *mut pg_sys::TM_FailureData,
 ) -> pg_sys::TM_Result::Type {
-    unsafe {
+    boundary(|| unsafe {
+        use pg_sys::TM_Result::*;
         let t = tabledir::resolve(rel);
-        let Some((mut b, mut s)) = decode_tid(tid) else {
+        let Some((mut lb, mut s)) = decode_tid(tid) else {
             bad_tid(rel)
         };
-        let follow = flags as u32 & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION != 0;
-        let mut traversed = false;
-        let xid = my_xid();
-        loop {
-            match locking::acquire(
+        let find_last = flags as u32 & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION != 0;
+        let follow_updates = flags as u32 & pg_sys::TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS != 0;
+        (*tmfd).traversed = false;
+        'retry: loop {
+            let res = locking::lock_tuple(
                 rel,
                 t,
-                b,
+                lb,
                 s,
                 cid,
                 mode,
                 wait_policy,
-                pg_sys::XLTW_Oper::XLTW_Lock,
+                follow_updates,
                 tmfd,
-            ) {
-                Acquired::Ok(l, _tl) => {
-                    let h = l.row(s);
-                    pg_sys::MultiXactIdSetOldestMember();
-                    // an update of this version still in progress: the lock must follow it
-                    let m = h.infomask();
-                    let follow_update =
-                        flags as u32 & pg_sys::TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS != 0
-                            && m & mvcc::HEAP_XMAX_INVALID == 0
-                            && !mvcc::xmax_is_locked_only(m)
-                            && h.has_next()
-                            && h.next_slot != crate::storage::block::MOVED_SLOT;
-                    let next = (h.next_block, h.next_slot, mvcc::update_xid(h));
-                    let (x, bits, keys) = locking::compute_new_xmax(h, xid, mode, false);
-                    let unchanged = x == h.xmax && h.infomask() & mvcc::HEAP_XMAX_BITS == bits;
-                    if !unchanged {
-                        storage::set_xmax(&l, s, x, bits, keys, None);
+            );
+            if res == TM_Updated && find_last {
+                // heapam_tuple_lock: look at the updated version(s)
+                let mut next = (*tmfd).ctid;
+                let mut prior = (*tmfd).xmax.into_inner();
+                (*tmfd).traversed = true;
+                loop {
+                    if ffi::tid_page(&next) == pg_sys::InvalidBlockNumber
+                        && next.ip_posid == crate::storage::block::MOVED_OFF
+                    {
+                        moved_error();
                     }
-                    if follow_update {
-                        let rowslot_b = b;
-                        let rowslot_s = s;
-                        drop(l);
-                        locking::lock_newer_versions(rel, t, next.0, next.1, next.2, mode, xid);
-                        let Some(l) = storage::lock(t, rowslot_b, false) else {
-                            return pg_sys::TM_Result::TM_Deleted;
-                        };
-                        super::store_row(rel, l.blk, rowslot_b, rowslot_s, slot);
-                        if !tmfd.is_null() {
-                            (*tmfd).traversed = traversed;
-                        }
-                        return pg_sys::TM_Result::TM_Ok;
-                    }
-                    super::store_row(rel, l.blk, b, s, slot);
-                    if !tmfd.is_null() {
-                        (*tmfd).traversed = traversed;
-                    }
-                    return pg_sys::TM_Result::TM_Ok;
-                }
-                Acquired::Fail(pg_sys::TM_Result::TM_Updated) if follow => {
-                    if ffi::tid_page(&(*tmfd).ctid) == pg_sys::InvalidBlockNumber {
-                        ereport!(
-                            PgLogLevel::ERROR,
-                            PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-                            "tuple to be locked was already moved to another partition due to concurrent update"
-                        );
-                    }
-                    let prior = (*tmfd).xmax.into_inner();
-                    let Some((nb, ns)) = decode_tid(&(*tmfd).ctid) else {
-                        return pg_sys::TM_Result::TM_Deleted;
+                    let Some((nlb, ns)) = decode_tid_parts(ffi::tid_page(&next), next.ip_posid)
+                    else {
+                        return TM_Deleted;
                     };
-                    // the newer version must be the one the update created
-                    let ok = storage::lock(t, nb, false)
-                        .map(|l| {
-                            storage::slot_in_range(&l, ns)
-                                && l.row(ns).state() == ST_NORMAL
-                                && l.row(ns).xmin == prior
-                        })
-                        .unwrap_or(false);
-                    if !ok {
-                        return pg_sys::TM_Result::TM_Deleted;
+                    let Some(l) = storage::lock(t, nlb, false) else {
+                        return TM_Deleted;
+                    };
+                    if !storage::slot_in_range(&l, ns) || l.row(ns).state() != ST_NORMAL {
+                        return TM_Deleted;
                     }
-                    b = nb;
-                    s = ns;
-                    // like heapam_tuple_lock: the caller retries on the version we lock
-                    *tid = tid_of(b, s);
-                    traversed = true;
-                    (*tmfd).traversed = true;
-                }
-                Acquired::Fail(r) => {
-                    if !tmfd.is_null() {
-                        (*tmfd).traversed = traversed;
-                        if r == pg_sys::TM_Result::TM_Updated
-                            && ffi::tid_page(&(*tmfd).ctid) == pg_sys::InvalidBlockNumber
-                        {
+                    let h = l.row(ns);
+                    if h.xmin != prior {
+                        return TM_Deleted;
+                    }
+                    let mut dirty: pg_sys::SnapshotData = std::mem::zeroed();
+                    dirty.snapshot_type = pg_sys::SnapshotType::SNAPSHOT_DIRTY;
+                    if mvcc::visible(h, &mut dirty) {
+                        if ffi::xid_valid(dirty.xmin.into_inner()) {
                             ereport!(
                                 PgLogLevel::ERROR,
-                                PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-                                "tuple to be locked was already moved to another partition due to concurrent update"
+                                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                                format!(
+                                    "t_xmin {} is uncommitted in tuple to be updated in table \"{}\"",
+                                    dirty.xmin.into_inner(),
+                                    ffi::rel_name(rel)
+                                )
                             );
                         }
-                    }
-                    // like heapam_tuple_lock, the slot holds the row version even on failure
-                    // (ON CONFLICT reads its xmin)
-                    if let Some(l) = storage::lock(t, b, false) {
-                        if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
-                            super::store_row(rel, l.blk, b, s, slot);
+                        let xwait = dirty.xmax.into_inner();
+                        if ffi::xid_valid(xwait) {
+                            drop(l);
+                            let mut ntid = tid_of(nlb, ns);
+                            let ntidp: *mut pg_sys::ItemPointerData = &mut ntid;
+                            match wait_policy {
+                                pg_sys::LockWaitPolicy::LockWaitBlock => {
+                                    guard::catch(|| {
+                                        raw::XactLockTableWait(
+                                            ffi::xid(xwait),
+                                            rel,
+                                            ntidp,
+                                            pg_sys::XLTW_Oper::XLTW_FetchUpdated,
+                                        )
+                                    });
+                                }
+                                _ => {
+                                    if !guard::catch(|| {
+                                        raw::ConditionalXactLockTableWait(ffi::xid(xwait))
+                                    }) {
+                                        if wait_policy == pg_sys::LockWaitPolicy::LockWaitError {
+                                            ereport!(
+                                                PgLogLevel::ERROR,
+                                                PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+                                                format!(
+                                                    "could not obtain lock on row in relation \"{}\"",
+                                                    ffi::rel_name(rel)
+                                                )
+                                            );
+                                        }
+                                        return TM_WouldBlock;
+                                    }
+                                }
+                            }
+                            continue;
                         }
+                        if mvcc::is_current(prior) && mvcc::cmin(h) >= cid {
+                            (*tmfd).xmax = ffi::xid(prior);
+                            (*tmfd).cmax = mvcc::cmin(h);
+                            return TM_SelfModified;
+                        }
+                        // a live version: lock it (the caller re-checks the row there)
+                        lb = nlb;
+                        s = ns;
+                        *tid = tid_of(lb, s);
+                        continue 'retry;
                     }
-                    return r;
+                    // not visible even dirty: updated or deleted by a committed transaction (or
+                    // us); a row moved to another partition cannot be followed
+                    if h.is_moved() {
+                        moved_error();
+                    }
+                    match h.next() {
+                        Some((p, o)) => {
+                            prior = mvcc::update_xid(h);
+                            ffi::set_tid(&mut next, p, o);
+                        }
+                        None => return TM_Deleted,
+                    }
                 }
             }
+            // like heapam_tuple_lock, the slot holds the row version even on failure (ON CONFLICT
+            // reads its xmin)
+            fetch_into(rel, t, lb, s, slot);
+            return res;
         }
-    }
+    })
+}
+
+fn moved_error() -> ! {
+    ereport!(
+        PgLogLevel::ERROR,
+        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+        "tuple to be locked was already moved to another partition due to concurrent update"
+    );
+    unreachable!()
 }
 
 #[pg_guard]
@@ -476,16 +556,16 @@ pub unsafe extern "C-unwind" fn tuple_fetch_row_version(
     snapshot: pg_sys::Snapshot,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
-        if let Some((b, s)) = decode_tid(tid) {
-            if let Some(l) = storage::lock(t, b, false) {
+        if let Some((lb, s)) = decode_tid(tid) {
+            if let Some(l) = storage::lock(t, lb, false) {
                 if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
                     let h = l.row(s);
                     let vis = mvcc::visible(h, snapshot);
                     super::check_conflict_out(rel, h, vis, snapshot);
                     if vis {
-                        super::predicate_lock_row(rel, b, s, h, snapshot);
+                        super::predicate_lock_row(rel, lb, s, h, snapshot);
                         row::read_row(l.blk, s, slot);
                         (*slot).tts_tid = *tid;
                         (*slot).tts_tableOid = (*rel).rd_id;
@@ -496,7 +576,7 @@ pub unsafe extern "C-unwind" fn tuple_fetch_row_version(
         }
         ffi::exec_clear_tuple(slot);
         false
-    }
+    })
 }
 
 #[pg_guard]
@@ -504,13 +584,13 @@ pub unsafe extern "C-unwind" fn tuple_tid_valid(
     scan: pg_sys::TableScanDesc,
     tid: pg_sys::ItemPointer,
 ) -> bool {
-    let st = super::scan::state(scan);
-    match decode_tid(tid) {
-        Some((b, s)) => storage::lock(st.t, b, false)
-            .map(|l| storage::slot_in_range(&l, s))
-            .unwrap_or(false),
-        None => false,
-    }
+    boundary(|| {
+        let st = super::scan::state(scan);
+        match decode_tid(tid) {
+            Some((lb, _)) => lb < tabledir::nlocal(st.t),
+            None => false,
+        }
+    })
 }
 
 #[pg_guard]
@@ -518,7 +598,7 @@ pub unsafe extern "C-unwind" fn tuple_get_latest_tid(
     scan: pg_sys::TableScanDesc,
     tid: pg_sys::ItemPointer,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         let st = super::scan::state(scan);
         let snap = (*scan).rs_snapshot;
         let Some(mut cur) = decode_tid(tid) else {
@@ -542,13 +622,19 @@ pub unsafe extern "C-unwind" fn tuple_get_latest_tid(
                 *tid = tid_of(cur.0, cur.1);
             }
             let m = h.infomask();
-            if m & HEAP_XMAX_INVALID != 0 || mvcc::xmax_is_locked_only(m) || !h.has_next() {
+            if m & mvcc::HEAP_XMAX_INVALID != 0 || mvcc::xmax_is_locked_only(m) {
                 return;
             }
+            let Some((p, o)) = h.next() else {
+                return;
+            };
+            let Some(next) = decode_tid_parts(p, o) else {
+                return;
+            };
             prior = Some(mvcc::update_xid(h));
-            cur = (h.next_block, h.next_slot);
+            cur = next;
         }
-    }
+    })
 }
 
 #[pg_guard]
@@ -557,17 +643,17 @@ pub unsafe extern "C-unwind" fn tuple_satisfies_snapshot(
     slot: *mut pg_sys::TupleTableSlot,
     snapshot: pg_sys::Snapshot,
 ) -> bool {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
-        let Some((b, s)) = decode_tid(&(*slot).tts_tid) else {
+        let Some((lb, s)) = decode_tid(&(*slot).tts_tid) else {
             return false;
         };
-        storage::lock(t, b, false)
+        storage::lock(t, lb, false)
             .map(|l| {
                 storage::slot_in_range(&l, s)
                     && l.row(s).state() == ST_NORMAL
                     && mvcc::visible(l.row(s), snapshot)
             })
             .unwrap_or(false)
-    }
+    })
 }

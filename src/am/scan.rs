@@ -1,14 +1,16 @@
-//! Scans over the blocks of a scoot table: sequential (forward/backward), parallel (arena blocks
+//! Scans over the blocks of a scoot table: sequential (forward/backward), parallel (local blocks
 //! handed out by PostgreSQL's block allocator), TID range, bitmap heap scans, TABLESAMPLE and the
 //! ANALYZE sampler. Each row is checked for visibility and copied into the slot under its
 //! block's shared lock; no pointer into the arena survives the lock.
 use super::{check_conflict_out, predicate_lock_row};
 use crate::ffi;
-use crate::storage::arena::{self, TID_OFFSETS_PER_PAGE};
+use crate::storage::arena;
+use crate::storage::block::TID_OFFSETS_PER_PAGE;
 use crate::storage::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
 use crate::storage::modify as storage;
 use crate::storage::tabledir::{self, TableRef};
 use crate::txn::mvcc::{self, Htsv};
+use crate::ffi::guard::boundary;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::{c_int, c_void};
@@ -24,8 +26,8 @@ pub struct ScanState {
     pub t: TableRef,
     pub blocks: Vec<u32>,
     pos: Pos,
-    tid_lo: u64,
-    tid_hi: u64,
+    tid_lo: i64,
+    tid_hi: i64,
     pub pworker: pg_sys::ParallelBlockTableScanWorkerData,
     pstarted: bool,
     pcur: Option<(u32, u32)>,
@@ -81,8 +83,23 @@ pub fn state<'a>(scan: pg_sys::TableScanDesc) -> &'a mut ScanState {
     unsafe { &mut *(*(*(scan as *mut ScootScan)).h).st }
 }
 
-fn ordinal(b: u32, s: u32) -> u64 {
-    b as u64 * arena::max_rows() as u64 + s as u64
+/// TID pages of local block `lb` that count towards the relation size (all of them but in the
+/// last block, whose started pages only).
+fn block_pages(t: TableRef, lb: u32, hwm: u32) -> i64 {
+    if lb + 1 >= tabledir::nlocal(t) {
+        hwm.div_ceil(TID_OFFSETS_PER_PAGE) as i64
+    } else {
+        arena::vpb() as i64
+    }
+}
+
+/// The table's local block numbers in TID order.
+fn local_blocks(t: TableRef) -> Vec<u32> {
+    tabledir::blocks_of(t).into_iter().map(|(lb, _)| lb).collect()
+}
+
+fn ordinal(b: u32, s: u32) -> i64 {
+    b as i64 * arena::max_rows() as i64 + s as i64
 }
 
 #[pg_guard]
@@ -94,7 +111,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
     pscan: pg_sys::ParallelTableScanDesc,
     flags: u32,
 ) -> pg_sys::TableScanDesc {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
         if nkeys > 0 {
             super::unsupported("a scan with scan keys");
@@ -107,7 +124,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
         (*scan).base.rs_flags = flags;
         (*scan).base.rs_parallel = pscan;
         let blocks = if pscan.is_null() {
-            tabledir::blocks_of(t)
+            local_blocks(t)
         } else {
             Vec::new()
         };
@@ -116,7 +133,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             blocks,
             pos: Pos::Start,
             tid_lo: 0,
-            tid_hi: u64::MAX,
+            tid_hi: i64::MAX,
             pworker: std::mem::zeroed(),
             pstarted: false,
             pcur: None,
@@ -132,20 +149,23 @@ pub unsafe extern "C-unwind" fn scan_begin(
         {
             ffi::PredicateLockRelation(rel, snapshot);
         }
+        if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 {
+            ffi::pgstat_count_scan(rel);
+        }
         scan as pg_sys::TableScanDesc
-    }
+    })
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
-    unsafe {
+    boundary(|| unsafe {
         let s = scan as *mut ScootScan;
         if (*s).base.rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
             pg_sys::UnregisterSnapshot((*s).base.rs_snapshot);
         }
         drop_holder((*s).h);
         pg_sys::pfree(s as *mut c_void);
-    }
+    })
 }
 
 #[pg_guard]
@@ -157,7 +177,7 @@ pub unsafe extern "C-unwind" fn scan_rescan(
     allow_sync: bool,
     allow_pagemode: bool,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         if set_params {
             let f = &mut (*scan).rs_flags;
             let set = |f: &mut u32, bit: u32, on: bool| if on { *f |= bit } else { *f &= !bit };
@@ -167,15 +187,18 @@ pub unsafe extern "C-unwind" fn scan_rescan(
         }
         let st = state(scan);
         if (*scan).rs_parallel.is_null() {
-            st.blocks = tabledir::blocks_of(st.t);
+            st.blocks = local_blocks(st.t);
         }
         st.pos = Pos::Start;
+        if (*scan).rs_flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 {
+            ffi::pgstat_count_scan((*scan).rs_rd);
+        }
         st.pstarted = false;
         st.pcur = None;
         st.sample_started = false;
         st.vis.clear();
         st.vis_pos = 0;
-    }
+    })
 }
 
 /// Looks for the next visible row at or after (bi, s) (forward) or at or before (backward).
@@ -199,10 +222,14 @@ unsafe fn seek(
         };
         while bi >= 0 && (bi as usize) < n {
             let b = st.blocks[bi as usize];
-            if (forward && s == 0) || (!forward && s == i64::MAX) {
+            let entering = (forward && s == 0) || (!forward && s == i64::MAX);
+            if entering {
                 super::index::maybe_prune_block(rel, st.t, b);
             }
             if let Some(l) = storage::lock(st.t, b, false) {
+                if entering {
+                    ffi::pgstat_count_pages_hit(rel, block_pages(st.t, b, l.hwm()));
+                }
                 let hwm = l.hwm() as i64;
                 if !forward && s >= hwm {
                     s = hwm - 1;
@@ -253,10 +280,14 @@ unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                         st.pstarted = true;
                     }
                     let b = pg_sys::table_block_parallelscan_nextpage(rel, &mut st.pworker, pb);
-                    if b == pg_sys::InvalidBlockNumber || b >= arena::nblocks() {
+                    if b == pg_sys::InvalidBlockNumber || b >= tabledir::nlocal(st.t) {
                         return false;
                     }
                     super::index::maybe_prune_block(rel, st.t, b);
+                    if let Some(ab) = tabledir::arena_block(st.t, b) {
+                        let hwm = arena::block_desc(ab).hwm.load(std::sync::atomic::Ordering::Relaxed);
+                        ffi::pgstat_count_pages_hit(rel, block_pages(st.t, b, hwm));
+                    }
                     (b, 0)
                 }
             };
@@ -289,7 +320,7 @@ pub unsafe extern "C-unwind" fn scan_getnextslot(
     direction: pg_sys::ScanDirection::Type,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    unsafe {
+    boundary(|| unsafe {
         let found = if !(*scan).rs_parallel.is_null() {
             next_parallel(scan, slot)
         } else if direction == pg_sys::ScanDirection::NoMovementScanDirection {
@@ -301,11 +332,13 @@ pub unsafe extern "C-unwind" fn scan_getnextslot(
                 slot,
             )
         };
-        if !found {
+        if found {
+            ffi::pgstat_count_getnext((*scan).rs_rd);
+        } else {
             ffi::exec_clear_tuple(slot);
         }
         found
-    }
+    })
 }
 
 #[pg_guard]
@@ -314,10 +347,10 @@ pub unsafe extern "C-unwind" fn scan_set_tidrange(
     mintid: pg_sys::ItemPointer,
     maxtid: pg_sys::ItemPointer,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         let st = state(scan);
         let vpb = arena::vpb();
-        let conv = |t: &pg_sys::ItemPointerData, lo: bool| -> u64 {
+        let conv = |t: &pg_sys::ItemPointerData, lo: bool| -> i64 {
             let page = ffi::tid_page(t);
             let b = (page / vpb) as u64;
             let base = (page % vpb) as u64 * TID_OFFSETS_PER_PAGE as u64;
@@ -331,17 +364,16 @@ pub unsafe extern "C-unwind" fn scan_set_tidrange(
             } else {
                 (base + off.min(TID_OFFSETS_PER_PAGE as u64) - 1) as i64
             };
-            let v = b as i64 * arena::max_rows() as i64 + within;
-            v.max(0) as u64
+            b as i64 * arena::max_rows() as i64 + within
         };
         st.tid_lo = conv(&*mintid, true);
         st.tid_hi = if ffi::tid_page(&*maxtid) == u32::MAX {
-            u64::MAX
+            i64::MAX
         } else {
             conv(&*maxtid, false)
         };
         st.pos = Pos::Start;
-    }
+    })
 }
 
 #[pg_guard]
@@ -350,12 +382,12 @@ pub unsafe extern "C-unwind" fn scan_getnextslot_tidrange(
     direction: pg_sys::ScanDirection::Type,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    unsafe { scan_getnextslot(scan, direction, slot) }
+    boundary(|| unsafe { scan_getnextslot(scan, direction, slot) })
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn parallelscan_estimate(rel: pg_sys::Relation) -> pg_sys::Size {
-    unsafe { pg_sys::table_block_parallelscan_estimate(rel) }
+    boundary(|| unsafe { pg_sys::table_block_parallelscan_estimate(rel) })
 }
 
 #[pg_guard]
@@ -363,14 +395,14 @@ pub unsafe extern "C-unwind" fn parallelscan_initialize(
     rel: pg_sys::Relation,
     pscan: pg_sys::ParallelTableScanDesc,
 ) -> pg_sys::Size {
-    unsafe {
+    boundary(|| unsafe {
         let sz = pg_sys::table_block_parallelscan_initialize(rel, pscan);
         let pb = pscan as pg_sys::ParallelBlockTableScanDesc;
-        // hand out arena blocks (the scan skips blocks of other tables)
-        (*pb).phs_nblocks = arena::nblocks();
+        // hand out the table's local blocks
+        (*pb).phs_nblocks = tabledir::nlocal(tabledir::resolve(rel));
         (*pb).base.phs_syncscan = false;
         sz
-    }
+    })
 }
 
 #[pg_guard]
@@ -378,7 +410,7 @@ pub unsafe extern "C-unwind" fn parallelscan_reinitialize(
     rel: pg_sys::Relation,
     pscan: pg_sys::ParallelTableScanDesc,
 ) {
-    unsafe { pg_sys::table_block_parallelscan_reinitialize(rel, pscan) }
+    boundary(|| unsafe { pg_sys::table_block_parallelscan_reinitialize(rel, pscan) })
 }
 
 // ---------------------------------------------------------------- bitmap heap scans
@@ -388,7 +420,7 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
     scan: pg_sys::TableScanDesc,
     tbmres: *mut pg_sys::TBMIterateResult,
 ) -> bool {
-    unsafe {
+    boundary(|| unsafe {
         let rel = (*scan).rs_rd;
         let snap = (*scan).rs_snapshot;
         let st = state(scan);
@@ -397,11 +429,12 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
         let page = (*tbmres).blockno;
         let vpb = arena::vpb();
         let b = page / vpb;
-        if b >= arena::nblocks() {
+        if b >= tabledir::nlocal(st.t) {
             return false;
         }
         let base = (page % vpb) * TID_OFFSETS_PER_PAGE;
         let ntuples = (*tbmres).ntuples;
+        ffi::pgstat_count_pages_hit(rel, 1);
         let mut roots: Vec<u32> = Vec::new();
         if ntuples >= 0 {
             let offs = (*tbmres).offsets.as_ptr();
@@ -414,7 +447,7 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
                 let hi = (base + TID_OFFSETS_PER_PAGE).min(l.hwm());
                 for s in base..hi {
                     let h = l.row(s);
-                    if (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0)
+                    if (h.state() == ST_NORMAL && !h.has_flag(F_HEAP_ONLY))
                         || h.state() == ST_REDIRECT
                     {
                         roots.push(s);
@@ -428,7 +461,7 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
             }
         }
         !st.vis.is_empty()
-    }
+    })
 }
 
 #[pg_guard]
@@ -437,7 +470,7 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
     _tbmres: *mut pg_sys::TBMIterateResult,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    unsafe {
+    boundary(|| unsafe {
         let rel = (*scan).rs_rd;
         let st = state(scan);
         while st.vis_pos < st.vis.len() {
@@ -446,33 +479,31 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
             if let Some(l) = storage::lock(st.t, b, false) {
                 if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
                     super::store_row(rel, l.blk, b, s, slot);
+                    ffi::pgstat_count_fetch(rel);
                     return true;
                 }
             }
         }
         ffi::exec_clear_tuple(slot);
         false
-    }
+    })
 }
 
 // ---------------------------------------------------------------- TABLESAMPLE
 
 /// Number of TID pages the table spans (relation_size / BLCKSZ).
 pub fn tid_pages(t: TableRef) -> u32 {
-    tabledir::blocks_of(t)
-        .last()
-        .map_or(0, |b| (b + 1) * arena::vpb())
+    tabledir::tid_pages(t)
 }
 
 /// Slot range [lo, hi) of TID page `page` that holds initialised slots of `t`'s block.
 fn page_slots(t: TableRef, page: u32) -> Option<(u32, u32, u32)> {
     let vpb = arena::vpb();
     let b = page / vpb;
-    if b >= arena::nblocks() {
-        return None;
-    }
-    let d = arena::block_desc(b);
-    if d.owner.load(std::sync::atomic::Ordering::Acquire) != t.owner() {
+    let d = arena::block_desc(tabledir::arena_block(t, b)?);
+    if d.owner.load(std::sync::atomic::Ordering::Acquire) != t.owner()
+        || d.local.load(std::sync::atomic::Ordering::Acquire) != b
+    {
         return None;
     }
     let lo = (page % vpb) * TID_OFFSETS_PER_PAGE;
@@ -488,7 +519,7 @@ pub unsafe extern "C-unwind" fn scan_sample_next_block(
     scan: pg_sys::TableScanDesc,
     scanstate: *mut pg_sys::SampleScanState,
 ) -> bool {
-    unsafe {
+    boundary(|| unsafe {
         let st = state(scan);
         let tsm = (*scanstate).tsmroutine;
         let nblocks = tid_pages(st.t);
@@ -511,7 +542,7 @@ pub unsafe extern "C-unwind" fn scan_sample_next_block(
         }
         st.page = page;
         true
-    }
+    })
 }
 
 #[pg_guard]
@@ -520,7 +551,7 @@ pub unsafe extern "C-unwind" fn scan_sample_next_tuple(
     scanstate: *mut pg_sys::SampleScanState,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    unsafe {
+    boundary(|| unsafe {
         let rel = (*scan).rs_rd;
         let snap = (*scan).rs_snapshot;
         let st = state(scan);
@@ -545,13 +576,14 @@ pub unsafe extern "C-unwind" fn scan_sample_next_tuple(
                         check_conflict_out(rel, h, vis, snap);
                         if vis {
                             super::store_row(rel, l.blk, b, s, slot);
+                            ffi::pgstat_count_getnext(rel);
                             return true;
                         }
                     }
                 }
             }
         }
-    }
+    })
 }
 
 // ---------------------------------------------------------------- ANALYZE
@@ -562,6 +594,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_block(
     blockno: pg_sys::BlockNumber,
     _bstrategy: pg_sys::BufferAccessStrategy,
 ) -> bool {
+    boundary(|| {
     let st = state(scan);
     match page_slots(st.t, blockno) {
         Some((_, lo, hi)) => {
@@ -572,6 +605,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_block(
         }
         None => false,
     }
+    })
 }
 
 #[pg_guard]
@@ -582,7 +616,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
     deadrows: *mut f64,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    unsafe {
+    boundary(|| unsafe {
         let rel = (*scan).rs_rd;
         let st = state(scan);
         let b = st.page / arena::vpb();
@@ -634,5 +668,5 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
         }
         ffi::exec_clear_tuple(slot);
         false
-    }
+    })
 }

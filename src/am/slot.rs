@@ -131,3 +131,16 @@ pub unsafe fn set_sysattrs(slot: *mut pg_sys::TupleTableSlot, h: &RowHdr) {
         (*s).cid = h.cid;
     }
 }
+
+/// Sets a scoot slot's system columns directly (a row version this backend just wrote).
+pub unsafe fn set_sys(slot: *mut pg_sys::TupleTableSlot, xmin: u32, xmax: u32, cid: u32) {
+    unsafe {
+        if (*slot).tts_ops != ops() {
+            return;
+        }
+        let s = slot as *mut ScootSlot;
+        (*s).xmin = xmin;
+        (*s).xmax = xmax;
+        (*s).cid = cid;
+    }
+}

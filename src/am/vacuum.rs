@@ -6,6 +6,7 @@ use crate::storage::block::{F_HEAP_ONLY, ST_DEAD, ST_NORMAL, ST_REDIRECT};
 use crate::storage::modify as storage;
 use crate::storage::tabledir;
 use crate::txn::mvcc::{self, Htsv};
+use crate::ffi::guard::boundary;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_void;
@@ -29,7 +30,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     params: *mut pg_sys::VacuumParams,
     bstrategy: pg_sys::BufferAccessStrategy,
 ) {
-    unsafe {
+    boundary(|| unsafe {
         let t = tabledir::resolve(rel);
         let p = &*params;
         let mut oldest_xmin = pg_sys::TransactionId::INVALID;
@@ -56,7 +57,9 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             _ => super::index::Prune::Keep,
         };
 
-        let blocks = tabledir::blocks_of(t);
+        let blocks: Vec<u32> = tabledir::blocks_of(t).into_iter().map(|(lb, _)| lb).collect();
+        let index_cleanup = p.index_cleanup != pg_sys::VacOptValue::VACOPTVALUE_DISABLED;
+        let truncate = p.truncate != pg_sys::VacOptValue::VACOPTVALUE_DISABLED;
         // pass 1: prune chains, freeze, count
         let mut live = 0f64;
         let mut dead_versions = 0f64;
@@ -65,7 +68,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 Some(l) => (0..l.hwm())
                     .filter(|&s| {
                         let h = l.row(s);
-                        (h.state() == ST_NORMAL && h.flags & F_HEAP_ONLY == 0)
+                        (h.state() == ST_NORMAL && !h.has_flag(F_HEAP_ONLY))
                             || h.state() == ST_REDIRECT
                     })
                     .collect(),
@@ -78,14 +81,20 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         }
         // pass 2: free dead heap-only versions (now unreachable), freeze, collect dead roots
         let mut dead_roots: Vec<u64> = Vec::new();
+        // blocks whose rows are all visible to every transaction (heap's all-visible pages)
+        let mut all_visible_blocks = 0u32;
         for &b in &blocks {
             let Some(l) = storage::lock(t, b, true) else {
                 continue;
             };
+            let mut all_visible = true;
             for s in 0..l.hwm() {
                 let h = l.row(s);
                 match h.state() {
-                    ST_DEAD => dead_roots.push(((b as u64) << 32) | s as u64),
+                    ST_DEAD => {
+                        all_visible &= index_cleanup;
+                        dead_roots.push(((b as u64) << 32) | s as u64)
+                    }
                     ST_NORMAL => match mvcc::htsv(h, horizon) {
                         Htsv::Dead => {
                             dead_versions += 1.0;
@@ -93,14 +102,24 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                             // committed-dead versions are removed by chain pruning alone.
                             let aborted =
                                 h.infomask() & mvcc::HEAP_XMIN_FROZEN == mvcc::HEAP_XMIN_INVALID;
-                            if aborted && h.flags & F_HEAP_ONLY != 0 {
+                            if aborted && h.has_flag(F_HEAP_ONLY) {
                                 storage::free_slot(&l, s);
                             } else if aborted {
                                 storage::make_dead(&l, s);
                                 dead_roots.push(((b as u64) << 32) | s as u64);
+                                all_visible &= index_cleanup;
+                            } else {
+                                all_visible = false;
                             }
                         }
                         st => {
+                            let m0 = h.infomask();
+                            if st != Htsv::Live
+                                || !(m0 & mvcc::HEAP_XMIN_FROZEN == mvcc::HEAP_XMIN_FROZEN
+                                    || mvcc::precedes(h.xmin, horizon))
+                            {
+                                all_visible = false;
+                            }
                             if st == Htsv::Live || st == Htsv::DeleteInProgress {
                                 live += 1.0;
                             } else if st == Htsv::RecentlyDead {
@@ -129,6 +148,9 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 }
             }
             drop(l);
+            if all_visible {
+                all_visible_blocks += 1;
+            }
             pg_sys::vacuum_delay_point();
         }
         dead_roots.sort_unstable();
@@ -142,7 +164,18 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             &mut nindexes,
             &mut irel,
         );
-        for i in 0..nindexes as usize {
+        if p.nworkers > 0 && nindexes > 1 && index_cleanup && ffi::rel_is_temp(rel) {
+            // heap's message (parallel workers cannot see a temporary table)
+            ereport!(
+                PgLogLevel::WARNING,
+                PgSqlErrorCode::ERRCODE_WARNING,
+                format!(
+                    "disabling parallel option of vacuum on \"{}\" --- cannot vacuum temporary tables in parallel",
+                    ffi::rel_name(rel)
+                )
+            );
+        }
+        for i in 0..(if index_cleanup { nindexes as usize } else { 0 }) {
             let mut ivinfo: pg_sys::IndexVacuumInfo = std::mem::zeroed();
             ivinfo.index = *irel.add(i);
             ivinfo.analyze_only = false;
@@ -166,6 +199,10 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             }
         }
         pg_sys::vac_close_indexes(nindexes, irel, pg_sys::NoLock as i32);
+        if !index_cleanup {
+            // INDEX_CLEANUP OFF: dead roots stay until a later VACUUM removes their index entries
+            dead_roots.clear();
+        }
         for &k in &dead_roots {
             let (b, s) = ((k >> 32) as u32, k as u32);
             if let Some(l) = storage::lock(t, b, true) {
@@ -174,21 +211,25 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 }
             }
         }
-        // pass 4: empty blocks go back to the arena
-        for &b in &blocks {
-            if let Some(l) = storage::lock(t, b, true) {
-                storage::release_empty_block(t, l);
+        // pass 4: empty blocks go back to the arena (unless TRUNCATE false / vacuum_truncate off
+        // asks to keep the table's size, as heap then keeps its empty pages)
+        if truncate {
+            for &b in &blocks {
+                if let Some(l) = storage::lock(t, b, true) {
+                    storage::release_empty_block(t, l);
+                }
             }
         }
 
         let pages = super::scan::tid_pages(t);
         let mut frozenxid_updated = false;
         let mut minmulti_updated = false;
+        let all_visible_pages = (all_visible_blocks * crate::storage::arena::vpb()).min(pages);
         pg_sys::vac_update_relstats(
             rel,
             pages,
             live,
-            0,
+            all_visible_pages,
             nindexes > 0,
             freeze_limit,
             multi_cutoff,
@@ -203,5 +244,5 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             dead_versions as i64,
         );
         let _ = oldest_mxact;
-    }
+    })
 }

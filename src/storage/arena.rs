@@ -14,14 +14,15 @@
 //! block's pages out of the memfd, so dropped tables give memory back to the OS.
 use crate::ffi;
 use crate::guc;
+use crate::storage::block::TID_OFFSETS_PER_PAGE;
+use crate::storage::blockmap::{self, BlockMap};
+use crate::storage::tabledir::{self, TableRef};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-pub const CTL_MAGIC: u64 = 0x5C00_7A4E_A000_0001;
-/// Heap line-pointer limit for 8 kB pages: TID offsets must stay in 1..=291.
-pub const TID_OFFSETS_PER_PAGE: u32 = 291;
+pub const CTL_MAGIC: u64 = 0x5C00_7A4E_A000_0002;
 pub const NO_BLOCK: u32 = u32::MAX;
 
 /// Per-block descriptor, in PostgreSQL shared memory (never in the arena).
@@ -39,16 +40,18 @@ pub struct BlockDesc {
     pub nfree: AtomicU32,
     /// Rows this block can hold (fixed at format time).
     pub capacity: AtomicU32,
-    /// Head of the free-slot list (threaded through row headers), `u32::MAX` if empty.
-    pub free_head: AtomicU32,
+    /// The free-slot bitmap has no free slot in the 64-slot words below this one.
+    pub free_hint: AtomicU32,
     /// Start of the variable-length area (it grows downwards from the block end).
     pub var_low: AtomicU32,
     /// Bytes in the variable-length area that belong to no live slot any more.
     pub var_dead: AtomicU32,
     /// End of the fixed part (row headers + column regions).
     pub fixed_end: AtomicU32,
-    /// Number of attributes the block was formatted for.
-    pub natts: AtomicU32,
+    /// Signature of the layout (column encodings) the block was formatted with.
+    pub layout_sig: AtomicU64,
+    /// The block's number within its table (TIDs are built from it).
+    pub local: AtomicU32,
     /// Next block on the arena free stack.
     pub next_free: AtomicU32,
     /// Slots in state DEAD (waiting for index cleanup by VACUUM).
@@ -65,8 +68,9 @@ pub struct ArenaCtl {
     pub arena_bytes: u64,
     pub block_size: u32,
     pub nblocks: u32,
+    /// Rows a block can hold at most (`vpb * 291`).
     pub max_rows: u32,
-    /// TID pages per block (`ceil(max_rows / 291)`).
+    /// TID pages per block (`block_size / 8192`): a table's TID space is as large as its blocks.
     pub vpb: u32,
     pub max_tables: u32,
     pub tranche: i32,
@@ -77,6 +81,8 @@ pub struct ArenaCtl {
     /// Bumped every time the control region is (re)initialised: a server start or crash restart.
     pub incarnation: AtomicU64,
     pub blocks_allocated_total: AtomicU64,
+    /// Write sequence of the block map (a seqlock; see `blockmap`).
+    pub map_seq: AtomicU64,
 }
 
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();
@@ -152,8 +158,27 @@ fn block_size_setting() -> usize {
     guc::BLOCK_SIZE_KB.get() as usize * 1024
 }
 
+fn map_offset() -> usize {
+    align_up(
+        tabledir_offset() + guc::MAX_TABLES.get() as usize * crate::storage::tabledir::entry_size(),
+        64,
+    )
+}
+
+fn arena_nblocks() -> u32 {
+    (unsafe { ARENA_BYTES } / block_size_setting()) as u32
+}
+
 fn ctl_size() -> usize {
-    tabledir_offset() + guc::MAX_TABLES.get() as usize * crate::storage::tabledir::entry_size() + 64
+    map_offset() + blockmap::bytes_for(arena_nblocks()) + 64
+}
+
+static mut MAP: Option<BlockMap> = None;
+
+/// The (table, local block) -> arena block map.
+#[inline]
+pub fn map() -> &'static BlockMap {
+    unsafe { (*(&raw const MAP)).as_ref().unwrap_unchecked() }
 }
 
 /// Called from `_PG_init` in the postmaster: validates settings, maps the arena, installs hooks.
@@ -179,13 +204,12 @@ pub unsafe fn install_hooks() {
             );
         }
         let bytes = want / bs * bs;
-        if (bytes / bs) as u32 >= pg_sys::RELSEG_SIZE {
+        if bytes / bs >= (1usize << 31) {
             crate::ffi::error_hint(
                 PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
                 format!(
-                    "scoot.arena_size / scoot.block_size gives {} blocks, at most {} are supported",
-                    bytes / bs,
-                    pg_sys::RELSEG_SIZE - 1
+                    "scoot.arena_size / scoot.block_size gives {} blocks, at most 2^31 are supported",
+                    bytes / bs
                 ),
                 "Increase scoot.block_size or lower scoot.arena_size.",
             );
@@ -257,6 +281,11 @@ unsafe extern "C-unwind" fn shmem_startup() {
         let mut found = false;
         let p = pg_sys::ShmemInitStruct(c"pg_scoot control".as_ptr(), ctl_size(), &mut found);
         CTL = p as *mut ArenaCtl;
+        MAP = Some(BlockMap::new(
+            (p as *mut u8).add(map_offset()),
+            arena_nblocks(),
+            &(*CTL).map_seq,
+        ));
         if !found {
             init_ctl();
         }
@@ -275,15 +304,10 @@ unsafe fn init_ctl() {
         c.arena_bytes = ARENA_BYTES as u64;
         c.block_size = bs as u32;
         c.nblocks = (ARENA_BYTES / bs) as u32;
-        // smallest possible row: 24-byte version header + a 1-byte column -> cap rows at bs/32.
-        // TID pages must stay below RELSEG_SIZE: PostgreSQL prefetches "heap" blocks of bitmap
-        // scans and ANALYZE samples through smgr, which fails past the first segment file. So with
-        // many blocks, fewer TID pages (hence rows) per block.
-        let natural_vpb = ((bs / 32) as u32).div_ceil(TID_OFFSETS_PER_PAGE);
-        c.vpb = natural_vpb
-            .min((pg_sys::RELSEG_SIZE - 1) / c.nblocks.max(1))
-            .max(1);
-        c.max_rows = ((bs / 32) as u32).min(c.vpb * TID_OFFSETS_PER_PAGE);
+        // a block spans block_size / 8 kB TID pages of up to 291 offsets each, so a table's TID
+        // space (relation size) equals its blocks' bytes, whatever the arena size
+        c.vpb = (bs / pg_sys::BLCKSZ as usize) as u32;
+        c.max_rows = c.vpb * TID_OFFSETS_PER_PAGE;
         c.max_tables = guc::MAX_TABLES.get() as u32;
         c.tranche = pg_sys::LWLockNewTrancheId();
         pg_sys::LWLockRegisterTranche(c.tranche, c"scoot".as_ptr());
@@ -312,6 +336,7 @@ unsafe fn init_ctl() {
         }
         c.nfree_blocks.store(n, Ordering::Relaxed);
         crate::storage::tabledir::init(c.max_tables);
+        map().clear();
         // release whatever a previous incarnation left in the memfd
         libc::madvise(ARENA_BASE as *mut c_void, ARENA_BYTES, libc::MADV_REMOVE);
     }
@@ -332,20 +357,29 @@ pub fn owner_word(table_id: u32, gen: u32) -> u64 {
     ((table_id as u64) << 32) | gen as u64
 }
 
-/// Pops a free block and marks it owned. Raises `out of scoot arena memory` when none is left.
-pub fn alloc_block(owner: u64) -> u32 {
+/// Pops a free block, makes it owned by table `t` under the lowest free local number, and grows
+/// the table's (sparse) relation file when its TID space grew. Raises `out of scoot arena memory`
+/// when no block is left. Returns (arena block, local number).
+pub fn alloc_block(t: TableRef) -> (u32, u32) {
     let c = ctl();
-    let b = {
+    let (b, lb) = {
         let _g = LwGuard::exclusive(&c.alloc_lock as *const _ as *mut _);
         let top = c.free_top.load(Ordering::Relaxed);
-        if top != NO_BLOCK {
+        if top == NO_BLOCK {
+            (NO_BLOCK, 0)
+        } else {
             let d = block_desc(top);
             c.free_top
                 .store(d.next_free.load(Ordering::Relaxed), Ordering::Relaxed);
             c.nfree_blocks.fetch_sub(1, Ordering::Relaxed);
-            d.owner.store(owner, Ordering::Release);
+            let (lb, grew) = tabledir::assign_local(t, top);
+            d.local.store(lb, Ordering::Relaxed);
+            d.owner.store(t.owner(), Ordering::Release);
+            if grew {
+                tabledir::publish_size(t);
+            }
+            (top, lb)
         }
-        top
     };
     if b == NO_BLOCK {
         crate::ffi::error_hint(PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY, "out of scoot arena memory", format!(
@@ -356,11 +390,13 @@ pub fn alloc_block(owner: u64) -> u32 {
             ));
     }
     c.blocks_allocated_total.fetch_add(1, Ordering::Relaxed);
-    b
+    (b, lb)
 }
 
-/// Returns a block to the arena. Caller holds the block's lock exclusively (or owns it alone).
-pub fn free_block(b: u32) {
+/// Returns block `b` of table `t` to the arena. Caller holds the block's lock exclusively (or owns
+/// it alone). `resize_file`: shrink the relation file when the table's TID space shrank (not
+/// needed when the whole relfilenode goes away).
+pub fn free_block(t: TableRef, b: u32, resize_file: bool) {
     let c = ctl();
     let d = block_desc(b);
     d.owner.store(0, Ordering::Release);
@@ -369,11 +405,16 @@ pub fn free_block(b: u32) {
     d.ndead.store(0, Ordering::Relaxed);
     d.obsolete.store(0, Ordering::Relaxed);
     d.capacity.store(0, Ordering::Relaxed);
+    d.layout_sig.store(0, Ordering::Relaxed);
     d.mod_count.fetch_add(1, Ordering::Relaxed);
     unsafe {
         libc::madvise(block_ptr(b) as *mut c_void, block_size(), libc::MADV_REMOVE);
     }
     let _g = LwGuard::exclusive(&c.alloc_lock as *const _ as *mut _);
+    let shrank = tabledir::release_local(t, d.local.load(Ordering::Relaxed));
+    if shrank && resize_file {
+        tabledir::publish_size(t);
+    }
     d.next_free
         .store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
     c.free_top.store(b, Ordering::Relaxed);
@@ -430,4 +471,10 @@ impl BlockDesc {
     pub fn exclusive(&self) -> LwGuard {
         LwGuard::exclusive(self.lock_ptr())
     }
+}
+
+/// Runs `f` under the allocation lock (block allocation, the block map and relation sizes).
+pub fn with_alloc_lock<R>(f: impl FnOnce() -> R) -> R {
+    let _g = LwGuard::exclusive(&ctl().alloc_lock as *const _ as *mut _);
+    f()
 }

@@ -1,38 +1,67 @@
-//! The PAX block format (one arena block = rows of exactly one table).
+//! The PAX block format (one arena block = rows of exactly one table). Format version 2.
 //!
 //! ```text
 //! +--------------------+ 0
-//! | BlockHeader        |  magic, natts, capacity, offsets (written once, at format time)
-//! | ColDesc[natts]     |  per column: kind, width, validity-bitmap offset, values offset
+//! | BlockHeader        |  magic, version, natts, capacity, offsets, layout signature
+//! | ColDesc[natts]     |  per column: encoding, width, scale, validity-bitmap offset, values offset
 //! +--------------------+ row_hdr_off (64-aligned)
-//! | RowHdr[capacity]   |  per-row version header: xmin, xmax, cid, infomask, flags, next
+//! | RowHdr[capacity]   |  20-byte version header per row: xmin, xmax, cid, infomask, ctid
+//! | free-slot bitmap   |  1 bit per slot: freed and reusable (the lowest free slot is reused
+//! |                    |  first, as heap reuses the lowest unused line pointer)
 //! +--------------------+ each region 64-aligned (Arrow's recommended alignment)
 //! | col 0 validity     |  1 bit per row, 1 = valid (Arrow convention)
-//! | col 0 values       |  fixed width: capacity * attlen, contiguous (an Arrow buffer)
-//! |                    |  varlena: capacity * (u32 offset, u32 length) into the var area
+//! | col 0 values       |  capacity * width bytes, contiguous (an Arrow buffer for fixed widths)
 //! | col 1 ...          |
 //! +--------------------+ fixed_end
 //! |   (free)           |
 //! +--------------------+ var_low (moves down)
-//! | variable-length    |  payloads without their varlena header, detoasted, uncompressed
-//! | area               |  (the "relaxed Arrow" of the CMDB seed: freezing gathers them later)
+//! | variable-length    |  varlena payloads (the "relaxed Arrow" of the CMDB seed: freezing
+//! | area               |  gathers them into Arrow offsets + data later)
 //! +--------------------+ block_size
 //! ```
+//!
+//! Column encodings (`ColDesc::kind`), chosen per block when it is formatted, so a block always
+//! describes itself and different blocks of one table may encode a column differently:
+//! - `FIXED`: attlen bytes per row (int2/4/8, float4/8, bool, date, timestamp, uuid, ...).
+//! - `DEC64` / `DEC128`: `numeric(p, s)` with `p <= 18` / `p <= 38` and `0 <= s <= p`, as the value
+//!   scaled by 10^s in a little-endian i64 / i128 (Arrow decimal128 for the latter); the minimum
+//!   value of the type marks NaN.
+//! - `CHARN`: `char(n)` / `varchar(n)` of small n: `width` bytes, the value's bytes padded with
+//!   NUL (text never contains NUL). A value longer than `width` bytes does not fit the block; the
+//!   table then switches that column to `VAR` for new blocks.
+//! - `VAR` / `CSTRING`: an (offset u32, length u32) entry per row into the var area. The payload
+//!   is the value without its varlena header; with [`VAR_RAW`] set in the length the payload is a
+//!   complete varlena as TOAST left it (inline-compressed, or an 18-byte external TOAST pointer).
+//! - `ABSENT`: a dropped column; no storage, always NULL.
+//!
+//! TIDs are table-local: row `slot` of the table's local block `lb` is TID page
+//! `lb * vpb + slot / 291`, offset `slot % 291 + 1`, with `vpb = block_size / 8192`, so the TID
+//! address space of a table is exactly as large as its blocks are (relation size = blocks *
+//! block_size, like heap's pages * 8 kB) and offsets stay within `MaxHeapTuplesPerPage`.
+//!
 //! Mutable counters (fill level, free list head, var_low, ...) live in `arena::BlockDesc`, outside
 //! the block. This module is plain pointer arithmetic over one block; it knows nothing of locks.
 use std::sync::atomic::{AtomicU16, Ordering};
 
 pub const BLOCK_MAGIC: u32 = 0x5C00_B10C;
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
-pub const KIND_ABSENT: u8 = 0; // dropped column: always NULL, no storage
+pub const KIND_ABSENT: u8 = 0;
 pub const KIND_FIXED: u8 = 1;
-pub const KIND_VAR: u8 = 2; // varlena: (offset, len) entry + payload in var area
-pub const KIND_CSTRING: u8 = 3; // attlen -2: like VAR, payload includes the terminating NUL
+pub const KIND_VAR: u8 = 2;
+pub const KIND_CSTRING: u8 = 3;
+pub const KIND_DEC64: u8 = 4;
+pub const KIND_DEC128: u8 = 5;
+pub const KIND_CHARN: u8 = 6;
+
+/// Set in a var entry's length: the payload is a complete varlena (compressed or TOAST pointer).
+pub const VAR_RAW: u32 = 0x8000_0000;
+pub const VAR_LEN_MASK: u32 = 0x7FFF_FFFF;
+
+/// Heap's line-pointer limit for 8 kB pages: TID offsets stay in 1..=291.
+pub const TID_OFFSETS_PER_PAGE: u32 = 291;
 
 pub const NO_SLOT: u32 = u32::MAX;
-/// `next_slot` of a row deleted by a cross-partition UPDATE (heap's MovedPartitions marker).
-pub const MOVED_SLOT: u32 = u32::MAX - 1;
 
 #[repr(C)]
 pub struct BlockHeader {
@@ -44,70 +73,201 @@ pub struct BlockHeader {
     pub fixed_end: u32,
     pub table_id: u32,
     pub relnode: u32,
-    pub _pad: u32,
+    /// offset of the free-slot bitmap (1 bit per row slot, 1 = free for reuse)
+    pub free_map_off: u32,
+    pub layout_sig: u64,
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ColDesc {
     pub attlen: i16,
     pub kind: u8,
     pub align: u8,
     pub width: u16,
     pub byval: u8,
-    pub _pad: u8,
+    /// decimal scale for DEC64/DEC128
+    pub scale: u8,
     pub bitmap_off: u32,
     pub values_off: u32,
 }
 
-/// Per-row version header. `infomask` uses PostgreSQL's heap `t_infomask` bit values so the
-/// visibility rules (and PostgreSQL's combo-cid / multixact helpers) apply unchanged.
+/// PostgreSQL's heap `t_infomask` bit values (the visibility rules and PostgreSQL's combo-cid /
+/// multixact helpers apply unchanged). The four low bits are tuple-format bits in heap
+/// (HASNULL, HASVARWIDTH, HASEXTERNAL, HASOID_OLD) that scoot does not need; it keeps its own
+/// row flags there.
+pub mod infomask {
+    pub const HEAP_XMAX_KEYSHR_LOCK: u16 = 0x0010;
+    pub const HEAP_COMBOCID: u16 = 0x0020;
+    pub const HEAP_XMAX_EXCL_LOCK: u16 = 0x0040;
+    pub const HEAP_XMAX_LOCK_ONLY: u16 = 0x0080;
+    pub const HEAP_XMAX_SHR_LOCK: u16 = HEAP_XMAX_EXCL_LOCK | HEAP_XMAX_KEYSHR_LOCK;
+    pub const HEAP_LOCK_MASK: u16 =
+        HEAP_XMAX_SHR_LOCK | HEAP_XMAX_EXCL_LOCK | HEAP_XMAX_KEYSHR_LOCK;
+    pub const HEAP_XMIN_COMMITTED: u16 = 0x0100;
+    pub const HEAP_XMIN_INVALID: u16 = 0x0200;
+    pub const HEAP_XMIN_FROZEN: u16 = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID;
+    pub const HEAP_XMAX_COMMITTED: u16 = 0x0400;
+    pub const HEAP_XMAX_INVALID: u16 = 0x0800;
+    pub const HEAP_XMAX_IS_MULTI: u16 = 0x1000;
+    pub const HEAP_XMAX_BITS: u16 = HEAP_XMAX_COMMITTED
+        | HEAP_XMAX_INVALID
+        | HEAP_XMAX_IS_MULTI
+        | HEAP_LOCK_MASK
+        | HEAP_XMAX_LOCK_ONLY;
+    /// heap's bits that visibility code looks at (everything but the tuple-format bits)
+    pub const HEAP_VISIBILITY_BITS: u16 = 0xFFF0;
+}
+
+// scoot row flags, kept in the four low infomask bits
+/// Version reached only through its chain root (no index entries point at it).
+pub const F_HEAP_ONLY: u16 = 0x1;
+/// Updated without new index entries: follow `ctid` from here in index fetches.
+pub const F_HOT_UPDATED: u16 = 0x2;
+/// Some value is stored out of line in the TOAST relation.
+pub const F_HAS_EXTERNAL: u16 = 0x4;
+/// The update/delete/lock in xmax changed key columns (heap's HEAP_KEYS_UPDATED).
+pub const F_KEYS_UPDATED: u16 = 0x8;
+pub const F_MASK: u16 = 0xF;
+
+// slot states. A NORMAL slot is a row version (xmin != 0); any other slot has xmin == 0 and its
+// state in `cid`.
+pub const ST_FREE: u16 = 0;
+pub const ST_NORMAL: u16 = 1;
+/// Chain root whose own version is gone: `ctid` points at the first live version.
+pub const ST_REDIRECT: u16 = 2;
+/// Row is dead to everyone but index entries may still point at it (VACUUM removes them).
+pub const ST_DEAD: u16 = 3;
+
+// special ctid offsets (heap's values where heap has them)
+/// `ctid` page holds a speculative insertion token (heap's SpecTokenOffsetNumber).
+pub const SPEC_TOKEN_OFF: u16 = 0xfffe;
+/// Deleted by a cross-partition UPDATE (heap's MovedPartitionsOffsetNumber, page invalid).
+pub const MOVED_OFF: u16 = 0xfffd;
+const INVALID_PAGE: u32 = u32::MAX;
+
+/// Per-row version header, 20 bytes: heap's xmin/xmax/cid/infomask/ctid without the tuple-format
+/// fields (natts, hoff, null bitmap), which the block's column directory replaces.
 #[repr(C)]
 pub struct RowHdr {
     pub xmin: u32,
     pub xmax: u32,
+    /// command id (cmin, cmax or combo id); the slot state for a non-NORMAL slot
     pub cid: u32,
     pub infomask: AtomicU16,
-    pub flags: u16,
-    /// Newer version of this row (`NO_SLOT` in next_slot when none), or a speculative token.
-    pub next_block: u32,
-    pub next_slot: u32,
+    /// newer version's TID (bi_hi, bi_lo, posid), a speculative token, or a redirect target
+    pub ctid: [u16; 3],
 }
 
-// slot states (low two bits of `flags`)
-pub const ST_FREE: u16 = 0;
-pub const ST_NORMAL: u16 = 1;
-/// Chain root whose own version is gone: `next` points at the first live version.
-pub const ST_REDIRECT: u16 = 2;
-/// Row is dead to everyone but index entries may still point at it (VACUUM removes them).
-pub const ST_DEAD: u16 = 3;
-pub const ST_MASK: u16 = 3;
-/// Version reached only through its chain root (no index entries point at it).
-pub const F_HEAP_ONLY: u16 = 0x4;
-/// Updated without new index entries: follow `next` from here in index fetches.
-pub const F_HOT_UPDATED: u16 = 0x8;
-/// The update/delete/lock in xmax changed key columns (heap's HEAP_KEYS_UPDATED).
-pub const F_KEYS_UPDATED: u16 = 0x10;
-/// `next_slot` holds a speculative insertion token (INSERT ... ON CONFLICT in progress).
-pub const F_SPECULATIVE: u16 = 0x20;
+const _: () = assert!(std::mem::size_of::<RowHdr>() == 20);
 
 impl RowHdr {
     #[inline]
     pub fn state(&self) -> u16 {
-        self.flags & ST_MASK
+        if self.xmin != 0 {
+            ST_NORMAL
+        } else {
+            self.cid as u16
+        }
+    }
+    /// Turns the slot into a non-row state (FREE / REDIRECT / DEAD).
+    #[inline]
+    pub fn set_state(&mut self, st: u16) {
+        debug_assert!(st != ST_NORMAL);
+        self.xmin = 0;
+        self.cid = st as u32;
+        self.infomask.store(0, Ordering::Relaxed);
     }
     #[inline]
     pub fn infomask(&self) -> u16 {
         self.infomask.load(Ordering::Relaxed)
     }
     #[inline]
+    pub fn flags(&self) -> u16 {
+        self.infomask() & F_MASK
+    }
+    #[inline]
+    pub fn has_flag(&self, f: u16) -> bool {
+        self.infomask() & f != 0
+    }
+    #[inline]
+    pub fn set_flag(&self, f: u16) {
+        self.infomask.fetch_or(f, Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn clear_flag(&self, f: u16) {
+        self.infomask.fetch_and(!f, Ordering::Relaxed);
+    }
+    /// Sets hint bits (readers may do so under a shared block lock).
+    #[inline]
     pub fn set_hint(&self, bits: u16) {
         self.infomask.fetch_or(bits, Ordering::Relaxed);
     }
+    /// Replaces the heap bits in `mask`, keeping everything else (the scoot flags).
+    #[inline]
+    pub fn set_bits(&self, mask: u16, bits: u16) {
+        let m = self.infomask();
+        self.infomask
+            .store((m & !mask) | (bits & mask), Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn ctid_page(&self) -> u32 {
+        ((self.ctid[0] as u32) << 16) | self.ctid[1] as u32
+    }
+    #[inline]
+    pub fn ctid_off(&self) -> u16 {
+        self.ctid[2]
+    }
+    #[inline]
+    pub fn set_ctid(&mut self, page: u32, off: u16) {
+        self.ctid = [(page >> 16) as u16, page as u16, off];
+    }
+    #[inline]
+    pub fn clear_ctid(&mut self) {
+        self.set_ctid(INVALID_PAGE, 0);
+    }
+    /// The newer version's TID, if this version was updated.
+    #[inline]
+    pub fn next(&self) -> Option<(u32, u16)> {
+        let off = self.ctid_off();
+        if off >= 1 && off as u32 <= TID_OFFSETS_PER_PAGE && self.ctid_page() != INVALID_PAGE {
+            Some((self.ctid_page(), off))
+        } else {
+            None
+        }
+    }
     #[inline]
     pub fn has_next(&self) -> bool {
-        self.next_slot != NO_SLOT && self.flags & F_SPECULATIVE == 0
+        self.next().is_some()
     }
+    #[inline]
+    pub fn spec_token(&self) -> Option<u32> {
+        (self.ctid_off() == SPEC_TOKEN_OFF).then(|| self.ctid_page())
+    }
+    #[inline]
+    pub fn set_spec_token(&mut self, token: u32) {
+        self.set_ctid(token, SPEC_TOKEN_OFF);
+    }
+    #[inline]
+    pub fn is_moved(&self) -> bool {
+        self.ctid_off() == MOVED_OFF && self.ctid_page() == INVALID_PAGE
+    }
+    #[inline]
+    pub fn set_moved(&mut self) {
+        self.set_ctid(INVALID_PAGE, MOVED_OFF);
+    }
+}
+
+/// How a column is to be stored, as decided from its type (see `row::attr_specs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enc {
+    Absent,
+    Fixed,
+    Var,
+    CString,
+    Dec64 { scale: u8 },
+    Dec128 { scale: u8 },
+    CharN { width: u16 },
 }
 
 /// What the layout computation needs to know about one attribute.
@@ -116,7 +276,7 @@ pub struct AttrSpec {
     pub attlen: i16,
     pub byval: bool,
     pub align: u8,
-    pub dropped: bool,
+    pub enc: Enc,
     /// Expected payload size for variable-length columns (used to size the var area).
     pub est_var: u32,
 }
@@ -134,8 +294,11 @@ pub struct Layout {
     pub natts: usize,
     pub capacity: u32,
     pub row_hdr_off: u32,
+    pub free_map_off: u32,
     pub fixed_end: u32,
     pub cols: Vec<ColDesc>,
+    /// identifies the column encodings: blocks with the same signature accept the same rows
+    pub sig: u64,
 }
 
 pub fn header_size(natts: usize) -> usize {
@@ -145,42 +308,46 @@ pub fn header_size(natts: usize) -> usize {
     )
 }
 
+fn kind_width(enc: Enc, attlen: i16) -> (u8, u16, u8) {
+    match enc {
+        Enc::Absent => (KIND_ABSENT, 0, 0),
+        Enc::Fixed => (KIND_FIXED, attlen as u16, 0),
+        Enc::Var => (KIND_VAR, 8, 0),
+        Enc::CString => (KIND_CSTRING, 8, 0),
+        Enc::Dec64 { scale } => (KIND_DEC64, 8, scale),
+        Enc::Dec128 { scale } => (KIND_DEC128, 16, scale),
+        Enc::CharN { width } => (KIND_CHARN, width, 0),
+    }
+}
+
 impl Layout {
     /// Chooses the row capacity so that the fixed part plus the expected variable-length data
     /// fill the block. Returns None when not even one row fits.
     pub fn compute(attrs: &[AttrSpec], block_size: usize, max_rows: u32) -> Option<Layout> {
         let natts = attrs.len();
         let hdr = header_size(natts);
-        let mut per_row = ROW_HDR_SIZE as f64;
-        let mut has_var = false;
+        let mut per_row = ROW_HDR_SIZE as f64 + 0.125;
+        let mut var_per_row = 0f64;
         for a in attrs {
-            if a.dropped {
+            let (kind, width, _) = kind_width(a.enc, a.attlen);
+            if kind == KIND_ABSENT {
                 continue;
             }
-            per_row += 0.125;
-            if a.attlen > 0 {
-                per_row += a.attlen as f64;
-            } else {
-                per_row += 8.0 + a.est_var as f64;
-                has_var = true;
+            per_row += 0.125 + width as f64;
+            if kind == KIND_VAR || kind == KIND_CSTRING {
+                var_per_row += a.est_var as f64;
             }
         }
         let slack = hdr + (2 * natts + 2) * REGION_ALIGN;
         if block_size <= slack {
             return None;
         }
-        let mut cap = (((block_size - slack) as f64) / per_row).floor() as usize;
+        let mut cap = (((block_size - slack) as f64) / (per_row + var_per_row)).floor() as usize;
         cap = cap.min(max_rows as usize);
-        if has_var {
+        if var_per_row > 0.0 {
             // always leave at least a quarter of the block for variable-length data
-            let fixed_per_row = per_row
-                - attrs
-                    .iter()
-                    .filter(|a| !a.dropped && a.attlen <= 0)
-                    .map(|a| a.est_var as f64)
-                    .sum::<f64>();
             let max_fixed = (block_size - slack) * 3 / 4;
-            cap = cap.min((max_fixed as f64 / fixed_per_row).floor() as usize);
+            cap = cap.min((max_fixed as f64 / per_row).floor() as usize);
         }
         // a whole number of bytes of validity bits per 8 rows keeps bitmaps byte-aligned
         if cap >= 8 {
@@ -192,31 +359,36 @@ impl Layout {
         let mut off = hdr;
         let row_hdr_off = off;
         off = align_up(off + cap * ROW_HDR_SIZE, REGION_ALIGN);
+        let free_map_off = off;
+        off = align_up(off + cap.div_ceil(64) * 8, REGION_ALIGN);
         let mut cols = Vec::with_capacity(natts);
+        let mut sig: u64 = 0xcbf2_9ce4_8422_2325 ^ natts as u64;
         for a in attrs {
+            let (kind, width, scale) = kind_width(a.enc, a.attlen);
             let mut c = ColDesc {
                 attlen: a.attlen,
+                kind,
                 align: a.align,
+                width,
                 byval: a.byval as u8,
+                scale,
                 ..Default::default()
             };
-            if a.dropped {
-                c.kind = KIND_ABSENT;
-            } else {
-                c.kind = match a.attlen {
-                    -1 => KIND_VAR,
-                    -2 => KIND_CSTRING,
-                    _ => KIND_FIXED,
-                };
-                c.width = if c.kind == KIND_FIXED {
-                    a.attlen as u16
-                } else {
-                    8
-                };
+            if kind != KIND_ABSENT {
                 c.bitmap_off = off as u32;
                 off = align_up(off + cap.div_ceil(8), REGION_ALIGN);
                 c.values_off = off as u32;
-                off = align_up(off + cap * c.width as usize, REGION_ALIGN);
+                off = align_up(off + cap * width as usize, REGION_ALIGN);
+            }
+            for v in [
+                kind as u64,
+                width as u64,
+                scale as u64,
+                a.attlen as u16 as u64,
+                a.byval as u64,
+                a.align as u64,
+            ] {
+                sig = (sig ^ v).wrapping_mul(0x0000_0100_0000_01b3);
             }
             cols.push(c);
         }
@@ -227,14 +399,16 @@ impl Layout {
             natts,
             capacity: cap as u32,
             row_hdr_off: row_hdr_off as u32,
+            free_map_off: free_map_off as u32,
             fixed_end: off as u32,
             cols,
+            sig,
         })
     }
 }
 
 /// A view of one formatted block. All accessors are unchecked pointer arithmetic; callers hold the
-/// block's lock as `storage` documents.
+/// block's lock as `modify` documents.
 #[derive(Clone, Copy)]
 pub struct BlockRef {
     pub base: *mut u8,
@@ -254,6 +428,7 @@ impl BlockRef {
         unsafe { &*((self.base.add(std::mem::size_of::<BlockHeader>()) as *const ColDesc).add(i)) }
     }
     #[inline]
+    #[allow(clippy::mut_from_ref)]
     pub fn row(&self, slot: u32) -> &mut RowHdr {
         unsafe {
             &mut *((self.base.add(self.header().row_hdr_off as usize) as *mut RowHdr)
@@ -291,7 +466,7 @@ impl BlockRef {
                 .add(c.values_off as usize + slot as usize * c.width as usize)
         }
     }
-    /// (offset, length) of a variable-length value.
+    /// (offset, length | VAR_RAW) of a variable-length value.
     #[inline]
     pub fn var_entry(&self, c: &ColDesc, slot: u32) -> (u32, u32) {
         unsafe {
@@ -307,13 +482,48 @@ impl BlockRef {
             p.add(1).write_unaligned(len);
         }
     }
+    /// Bytes of the var-area payload of (column, slot).
+    #[inline]
+    pub fn var_payload(&self, c: &ColDesc, slot: u32) -> &[u8] {
+        let (off, len) = self.var_entry(c, slot);
+        unsafe {
+            std::slice::from_raw_parts(self.base.add(off as usize), (len & VAR_LEN_MASK) as usize)
+        }
+    }
+    #[inline]
+    fn free_word(&self, w: u32) -> *mut u64 {
+        unsafe { (self.base.add(self.header().free_map_off as usize) as *mut u64).add(w as usize) }
+    }
+    /// Marks `slot` free for reuse.
+    #[inline]
+    pub fn mark_free(&self, slot: u32) {
+        unsafe { *self.free_word(slot / 64) |= 1u64 << (slot % 64) }
+    }
+    /// Takes the lowest free slot below `hwm`, searching from 64-slot word `from`. Returns the
+    /// slot and the word to start the next search from.
+    pub fn take_lowest_free(&self, hwm: u32, from: u32) -> Option<(u32, u32)> {
+        for w in from..hwm.div_ceil(64) {
+            let p = self.free_word(w);
+            let bits = unsafe { *p };
+            if bits != 0 {
+                let bit = bits.trailing_zeros();
+                let slot = w * 64 + bit;
+                if slot >= hwm {
+                    return None;
+                }
+                unsafe { *p = bits & !(1u64 << bit) };
+                return Some((slot, w));
+            }
+        }
+        None
+    }
     /// Total variable-length bytes a slot holds.
     pub fn var_bytes(&self, slot: u32) -> u32 {
         let mut n = 0;
         for i in 0..self.natts() {
             let c = self.col(i);
             if (c.kind == KIND_VAR || c.kind == KIND_CSTRING) && self.is_valid(c, slot) {
-                n += self.var_entry(c, slot).1;
+                n += self.var_entry(c, slot).1 & VAR_LEN_MASK;
             }
         }
         n
@@ -332,6 +542,8 @@ impl BlockRef {
             h.fixed_end = layout.fixed_end;
             h.table_id = table_id;
             h.relnode = relnode;
+            h.free_map_off = layout.free_map_off;
+            h.layout_sig = layout.sig;
             let cols = self.base.add(std::mem::size_of::<BlockHeader>()) as *mut ColDesc;
             for (i, c) in layout.cols.iter().enumerate() {
                 *cols.add(i) = *c;
@@ -358,13 +570,14 @@ impl BlockRef {
         entries.sort_unstable_by(|a, b| b.0.cmp(&a.0));
         let mut top = block_size;
         for (off, len, slot, i) in entries {
-            top -= len;
+            let n = len & VAR_LEN_MASK;
+            top -= n;
             if top != off {
                 unsafe {
                     std::ptr::copy(
                         self.base.add(off as usize),
                         self.base.add(top as usize),
-                        len as usize,
+                        n as usize,
                     )
                 };
             }
@@ -375,19 +588,19 @@ impl BlockRef {
     }
 }
 
-/// TID mapping: row `slot` of arena block `b` is TID (b * vpb + slot / 291, slot % 291 + 1).
+/// TID mapping: row `slot` of local block `lb` is TID (lb * vpb + slot / 291, slot % 291 + 1).
 pub mod tid {
-    use crate::storage::arena::TID_OFFSETS_PER_PAGE;
+    use super::TID_OFFSETS_PER_PAGE;
 
     #[inline]
-    pub fn encode(vpb: u32, block: u32, slot: u32) -> (u32, u16) {
+    pub fn encode(vpb: u32, lb: u32, slot: u32) -> (u32, u16) {
         (
-            block * vpb + slot / TID_OFFSETS_PER_PAGE,
+            lb * vpb + slot / TID_OFFSETS_PER_PAGE,
             (slot % TID_OFFSETS_PER_PAGE + 1) as u16,
         )
     }
 
-    /// Returns None for offsets outside 1..=291.
+    /// (local block, slot); None for offsets outside 1..=291.
     #[inline]
     pub fn decode(vpb: u32, page: u32, off: u16) -> Option<(u32, u32)> {
         if off == 0 || off as u32 > TID_OFFSETS_PER_PAGE {
@@ -411,17 +624,26 @@ mod tests {
             attlen,
             byval: attlen > 0 && attlen <= 8,
             align: 4,
-            dropped: false,
+            enc: match attlen {
+                -1 => Enc::Var,
+                -2 => Enc::CString,
+                _ => Enc::Fixed,
+            },
             est_var: est,
         }
     }
 
     #[pg_test]
+    fn header_is_20_bytes() {
+        assert_eq!(ROW_HDR_SIZE, 20);
+    }
+
+    #[pg_test]
     fn layout_fits_and_is_aligned() {
         let attrs = [spec(4, 0), spec(4, 0), spec(4, 0), spec(-1, 84)];
-        let l = Layout::compute(&attrs, 1 << 20, 32768).unwrap();
+        let l = Layout::compute(&attrs, 1 << 20, 128 * 291).unwrap();
         assert!(
-            l.capacity > 4000 && l.capacity <= 8192,
+            l.capacity > 4000 && l.capacity <= 9000,
             "capacity {}",
             l.capacity
         );
@@ -436,20 +658,53 @@ mod tests {
 
     #[pg_test]
     fn layout_capped_by_max_rows() {
-        let l = Layout::compute(&[spec(4, 0)], 1 << 20, 32768).unwrap();
-        assert_eq!(l.capacity, 32768);
+        let l = Layout::compute(&[spec(4, 0)], 1 << 20, 128 * 291).unwrap();
+        assert_eq!(l.capacity, (128 * 291) & !7);
+    }
+
+    #[pg_test]
+    fn layout_signature_tracks_encodings() {
+        let a = [spec(8, 0), spec(-1, 16)];
+        let mut b = a;
+        b[1].enc = Enc::CharN { width: 1 };
+        let la = Layout::compute(&a, 1 << 20, 37248).unwrap();
+        let lb = Layout::compute(&b, 1 << 20, 37248).unwrap();
+        assert_ne!(la.sig, lb.sig);
+        assert_eq!(la.sig, Layout::compute(&a, 1 << 20, 37248).unwrap().sig);
     }
 
     #[pg_test]
     fn tid_roundtrip() {
-        let vpb = 113;
-        for (b, s) in [(0u32, 0u32), (0, 290), (0, 291), (5, 32767), (1000, 12345)] {
+        let vpb = 128;
+        for (b, s) in [(0u32, 0u32), (0, 290), (0, 291), (5, 37247), (1000, 12345)] {
             let (p, o) = tid::encode(vpb, b, s);
             assert!((1..=291).contains(&o));
             assert_eq!(tid::decode(vpb, p, o), Some((b, s)));
         }
         assert_eq!(tid::decode(vpb, 0, 0), None);
         assert_eq!(tid::decode(vpb, 0, 292), None);
+    }
+
+    #[pg_test]
+    fn ctid_states() {
+        let mut mem = [0u32; 5];
+        let h = unsafe { &mut *(mem.as_mut_ptr() as *mut RowHdr) };
+        h.xmin = 100;
+        h.clear_ctid();
+        assert_eq!(h.state(), ST_NORMAL);
+        assert!(!h.has_next());
+        h.set_ctid(70_000, 5);
+        assert_eq!(h.next(), Some((70_000, 5)));
+        h.set_spec_token(42);
+        assert_eq!(h.spec_token(), Some(42));
+        assert!(!h.has_next());
+        h.set_moved();
+        assert!(h.is_moved() && !h.has_next());
+        h.set_flag(F_HOT_UPDATED);
+        h.set_bits(infomask::HEAP_XMAX_BITS, infomask::HEAP_XMAX_INVALID);
+        assert!(h.has_flag(F_HOT_UPDATED));
+        h.set_state(ST_DEAD);
+        assert_eq!(h.state(), ST_DEAD);
     }
 
     #[pg_test]
@@ -467,16 +722,18 @@ mod tests {
             let v = format!("value-{slot}-{}", "x".repeat(slot as usize));
             low -= v.len() as u32;
             unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), b.base.add(low as usize), v.len()) };
-            b.set_var_entry(&c, slot, low, v.len() as u32);
+            let raw = if slot == 3 { VAR_RAW } else { 0 };
+            b.set_var_entry(&c, slot, low, v.len() as u32 | raw);
             b.set_valid(&c, slot, true);
         }
-        let new_low = b.compact_var(10, bs as u32, |s| s % 2 == 0);
+        let new_low = b.compact_var(10, bs as u32, |s| s % 2 == 0 || s == 3);
         assert!(new_low > low);
-        for slot in (0..10u32).step_by(2) {
+        for slot in (0..10u32).filter(|s| s % 2 == 0 || *s == 3) {
             let (off, len) = b.var_entry(&c, slot);
-            let got = unsafe { std::slice::from_raw_parts(b.base.add(off as usize), len as usize) };
+            assert!(off >= new_low);
+            assert_eq!(len & VAR_RAW != 0, slot == 3);
             assert_eq!(
-                got,
+                b.var_payload(&c, slot),
                 format!("value-{slot}-{}", "x".repeat(slot as usize)).as_bytes()
             );
         }

@@ -7,3 +7,28 @@ pub mod block;
 pub mod modify;
 pub mod row;
 pub mod tabledir;
+pub mod blockmap;
+pub mod encoding;
+
+use pgrx::pg_sys;
+
+/// The TID of row `s` of local block `lb` (see `block::tid`).
+#[inline]
+pub fn tid_of(lb: u32, s: u32) -> pg_sys::ItemPointerData {
+    let (page, off) = block::tid::encode(arena::vpb(), lb, s);
+    let mut t = pg_sys::ItemPointerData::default();
+    crate::ffi::set_tid(&mut t, page, off);
+    t
+}
+
+/// (local block, slot) of a TID page and offset; None for offsets outside 1..=291.
+#[inline]
+pub fn decode_tid_parts(page: u32, off: u16) -> Option<(u32, u32)> {
+    block::tid::decode(arena::vpb(), page, off)
+}
+
+/// (local block, slot) of a TID.
+#[inline]
+pub fn decode_tid(tid: *const pg_sys::ItemPointerData) -> Option<(u32, u32)> {
+    unsafe { decode_tid_parts(crate::ffi::tid_page(&*tid), (*tid).ip_posid) }
+}

@@ -4,26 +4,30 @@
 //! section" around them. Callers hold the block's LWLock exclusively for every `&mut` operation
 //! (see [`Locked`]), shared for reads.
 //!
+//! Blocks are addressed by their table-local number (`lb`); [`lock`] maps it to the arena block
+//! and checks, under the lock, that the block still belongs to the table under that number.
+//!
 //! Locking rules (deadlock freedom): a backend holds at most one block lock exclusively and never
 //! waits for a second lock while holding it. Index fetches hold the chain root's block shared
 //! while visiting the rest of the chain (shared only); pruning redirects the root under its
 //! exclusive lock before freeing any chain member, so a reader inside a chain never finds a
 //! member freed under it.
-use crate::ffi;
 use crate::storage::arena::{self, BlockDesc, LwGuard};
+use crate::storage::block::infomask::*;
 use crate::storage::block::*;
 use crate::storage::row::{self, Prepared};
-use crate::storage::tabledir::TableRef;
-use crate::txn::mvcc::HEAP_XMAX_INVALID;
+use crate::storage::tabledir::{self, TableRef};
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 /// A block locked by this backend, checked to belong to the expected table.
 pub struct Locked {
-    pub b: u32,
+    /// table-local block number
+    pub lb: u32,
+    /// arena block number
+    pub ab: u32,
     pub desc: &'static BlockDesc,
     pub blk: BlockRef,
     _g: LwGuard,
@@ -31,6 +35,7 @@ pub struct Locked {
 
 impl Locked {
     #[inline]
+    #[allow(clippy::mut_from_ref)]
     pub fn row(&self, slot: u32) -> &mut RowHdr {
         self.blk.row(slot)
     }
@@ -44,14 +49,17 @@ impl Locked {
     }
 }
 
-/// Locks block `b` if it belongs to `t` (shared or exclusive). None if it does not (any more).
 #[inline]
-pub fn lock(t: TableRef, b: u32, exclusive: bool) -> Option<Locked> {
-    if b >= arena::nblocks() {
-        return None;
-    }
+fn belongs(d: &BlockDesc, t: TableRef, lb: u32) -> bool {
+    d.owner.load(Ordering::Acquire) == t.owner() && d.local.load(Ordering::Acquire) == lb
+}
+
+/// Locks local block `lb` of `t` (shared or exclusive). None if the table has no such block.
+#[inline]
+pub fn lock(t: TableRef, lb: u32, exclusive: bool) -> Option<Locked> {
+    let b = tabledir::arena_block(t, lb)?;
     let desc = arena::block_desc(b);
-    if desc.owner.load(Ordering::Acquire) != t.owner() {
+    if !belongs(desc, t, lb) {
         return None;
     }
     let g = if exclusive {
@@ -59,11 +67,33 @@ pub fn lock(t: TableRef, b: u32, exclusive: bool) -> Option<Locked> {
     } else {
         desc.share()
     };
-    if desc.owner.load(Ordering::Acquire) != t.owner() {
+    if !belongs(desc, t, lb) {
         return None;
     }
     Some(Locked {
-        b,
+        lb,
+        ab: b,
+        desc,
+        blk: BlockRef {
+            base: arena::block_ptr(b),
+        },
+        _g: g,
+    })
+}
+
+/// Like [`lock`] (exclusive) but gives up instead of waiting for the lock.
+fn try_lock_exclusive(t: TableRef, lb: u32, b: u32) -> Option<Locked> {
+    let desc = arena::block_desc(b);
+    if !belongs(desc, t, lb) {
+        return None;
+    }
+    let g = LwGuard::try_exclusive(desc.lock_ptr())?;
+    if !belongs(desc, t, lb) {
+        return None;
+    }
+    Some(Locked {
+        lb,
+        ab: b,
         desc,
         blk: BlockRef {
             base: arena::block_ptr(b),
@@ -79,15 +109,15 @@ pub fn slot_in_range(l: &Locked, slot: u32) -> bool {
 }
 
 thread_local! {
-    /// This backend's current insert block per table id.
+    /// This backend's current insert block (local number) per table id.
     static INSERT_BLOCK: RefCell<HashMap<u32, u32>> = RefCell::new(HashMap::new());
 }
 
-fn has_room(d: &BlockDesc, natts: u32, var_need: u32) -> bool {
-    if d.natts.load(Ordering::Relaxed) != natts {
+fn has_room(d: &BlockDesc, sig: u64, var_need: u32) -> bool {
+    if d.layout_sig.load(Ordering::Relaxed) != sig {
         return false;
     }
-    let slot_free = d.free_head.load(Ordering::Relaxed) != NO_SLOT
+    let slot_free = d.nfree.load(Ordering::Relaxed) > 0
         || d.hwm.load(Ordering::Relaxed) < d.capacity.load(Ordering::Relaxed);
     if !slot_free {
         return false;
@@ -96,8 +126,19 @@ fn has_room(d: &BlockDesc, natts: u32, var_need: u32) -> bool {
     room >= var_need || room + d.var_dead.load(Ordering::Relaxed) >= var_need
 }
 
+/// Is the block close to full (slots or variable-length space)? Pruning then pays off, as heap
+/// prunes a page whose free space fell below 10%.
+pub fn nearly_full(d: &BlockDesc) -> bool {
+    let cap = d.capacity.load(Ordering::Relaxed);
+    let used = d.hwm.load(Ordering::Relaxed) - d.nfree.load(Ordering::Relaxed);
+    let fixed_end = d.fixed_end.load(Ordering::Relaxed);
+    let var_area = arena::block_size() as u32 - fixed_end;
+    let var_free = d.var_low.load(Ordering::Relaxed) - fixed_end;
+    used * 10 >= cap * 9 || var_free * 10 < var_area
+}
+
 /// Takes a free slot of a locked block that `has_room`; compacts the var area when needed.
-fn take_slot(l: &Locked, var_need: u32) -> u32 {
+fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
     let d = l.desc;
     let room = d.var_low.load(Ordering::Relaxed) - d.fixed_end.load(Ordering::Relaxed);
     if room < var_need {
@@ -108,57 +149,53 @@ fn take_slot(l: &Locked, var_need: u32) -> u32 {
         d.var_low.store(low, Ordering::Relaxed);
         d.var_dead.store(0, Ordering::Relaxed);
     }
-    let head = d.free_head.load(Ordering::Relaxed);
-    if head != NO_SLOT {
-        d.free_head.store(l.row(head).next_slot, Ordering::Relaxed);
+    let reuse = if d.nfree.load(Ordering::Relaxed) > 0 {
+        l.blk
+            .take_lowest_free(l.hwm(), d.free_hint.load(Ordering::Relaxed))
+            .or_else(|| l.blk.take_lowest_free(l.hwm(), 0))
+    } else {
+        None
+    };
+    if let Some((s, w)) = reuse {
+        // the lowest free slot, as heap reuses the lowest unused line pointer
+        d.free_hint.store(w, Ordering::Relaxed);
         d.nfree.fetch_sub(1, Ordering::Relaxed);
-        head
+        s
     } else {
         let s = d.hwm.load(Ordering::Relaxed);
         d.hwm.store(s + 1, Ordering::Release);
+        if s % TID_OFFSETS_PER_PAGE == 0 && l.lb + 1 >= tabledir::nlocal(t) {
+            // the table's last block starts a new TID page: the relation grows by a page
+            arena::with_alloc_lock(|| tabledir::publish_size(t));
+        }
         s
     }
 }
 
-/// Formats a freshly allocated block for `rel`'s current tuple descriptor.
-fn new_block(rel: pg_sys::Relation, t: TableRef, var_need: u32) -> Locked {
-    let layout = unsafe {
-        let specs = row::attr_specs((*rel).rd_att);
-        Layout::compute(&specs, arena::block_size(), arena::max_rows())
-    };
-    let Some(layout) = layout else {
-        crate::ffi::error_hint(
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!(
-                "table \"{}\" has too many columns for a scoot block",
-                unsafe { ffi::rel_name(rel) }
-            ),
-            "Increase scoot.block_size.",
-        );
-    };
-    let bs = arena::block_size() as u32;
-    if var_need > bs - layout.fixed_end {
-        too_large(rel, var_need, bs - layout.fixed_end);
-    }
-    let b = arena::alloc_block(t.owner());
+/// Allocates and formats a new block of `t` for `layout`.
+fn new_block(t: TableRef, layout: &Layout) -> Locked {
+    let (b, lb) = arena::alloc_block(t);
     let desc = arena::block_desc(b);
     let g = desc.exclusive();
     let blk = BlockRef {
         base: arena::block_ptr(b),
     };
-    blk.format(&layout, t.id, t.entry().key.rel);
+    blk.format(layout, t.id, t.entry().key.rel);
+    let bs = arena::block_size() as u32;
     desc.capacity.store(layout.capacity, Ordering::Relaxed);
     desc.fixed_end.store(layout.fixed_end, Ordering::Relaxed);
     desc.var_low.store(bs, Ordering::Relaxed);
     desc.var_dead.store(0, Ordering::Relaxed);
-    desc.free_head.store(NO_SLOT, Ordering::Relaxed);
+    desc.free_hint.store(0, Ordering::Relaxed);
     desc.nfree.store(0, Ordering::Relaxed);
     desc.ndead.store(0, Ordering::Relaxed);
-    desc.natts.store(layout.natts as u32, Ordering::Relaxed);
+    desc.obsolete.store(0, Ordering::Relaxed);
+    desc.layout_sig.store(layout.sig, Ordering::Relaxed);
     desc.hwm.store(0, Ordering::Release);
     t.entry().nblocks.fetch_add(1, Ordering::Relaxed);
     Locked {
-        b,
+        lb,
+        ab: b,
         desc,
         blk,
         _g: g,
@@ -166,78 +203,73 @@ fn new_block(rel: pg_sys::Relation, t: TableRef, var_need: u32) -> Locked {
 }
 
 fn too_large(rel: pg_sys::Relation, need: u32, limit: u32) -> ! {
-    crate::ffi::error_hint(PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, format!(
+    crate::ffi::error_hint(pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, format!(
             "row is too large for a scoot block: {} bytes of variable-length data in table \"{}\", the limit is {} bytes",
             need,
-            unsafe { ffi::rel_name(rel) },
+            unsafe { crate::ffi::rel_name(rel) },
             limit
-        ), "Values are stored uncompressed inside one block; increase scoot.block_size to store larger rows.");
+        ), "Values of columns with STORAGE PLAIN or MAIN stay inside the block; use STORAGE EXTENDED or EXTERNAL, or increase scoot.block_size.");
 }
 
-/// Finds (or allocates) a block of `t` with room for a row needing `var_need` var bytes and
-/// returns it locked exclusively with a slot taken.
+/// Finds (or allocates) a block of `t` with `row`'s layout and room for it, and returns it locked
+/// exclusively with a slot taken.
 fn block_for_insert(
     rel: pg_sys::Relation,
     t: TableRef,
-    var_need: u32,
+    row: &Prepared,
     prefer: Option<u32>,
 ) -> (Locked, u32) {
-    let natts = unsafe { ffi::rel_natts(rel) } as u32;
+    let sig = row.layout.sig;
+    let var_need = row.var_bytes;
     let bs = arena::block_size() as u32;
+    if var_need > bs - row.layout.fixed_end {
+        too_large(rel, var_need, bs - row.layout.fixed_end);
+    }
     // 1. the preferred block (an updated row's block), this backend's insert block, the hint
-    let local = INSERT_BLOCK.with(|m| m.borrow().get(&t.id).copied());
+    let mine = INSERT_BLOCK.with(|m| m.borrow().get(&t.id).copied());
     let hint = t.entry().insert_hint.load(Ordering::Relaxed);
-    for cand in [prefer, local, Some(hint)].into_iter().flatten() {
-        if cand == arena::NO_BLOCK || cand >= arena::nblocks() {
+    for lb in [prefer, mine, Some(hint)].into_iter().flatten() {
+        if lb == arena::NO_BLOCK {
             continue;
         }
-        if !has_room(arena::block_desc(cand), natts, var_need) {
+        let Some(b) = tabledir::arena_block(t, lb) else {
+            continue;
+        };
+        if !has_room(arena::block_desc(b), sig, var_need) {
             continue;
         }
-        if let Some(l) = lock(t, cand, true) {
-            if has_room(l.desc, natts, var_need) {
-                let s = take_slot(&l, var_need);
+        if let Some(l) = lock(t, lb, true) {
+            if has_room(l.desc, sig, var_need) {
+                let s = take_slot(t, &l, var_need);
                 return (l, s);
             }
         }
     }
     // 2. any block of the table with room (skip busy ones)
-    let owner = t.owner();
-    for b in 0..arena::nblocks() {
+    for (lb, b) in tabledir::blocks_of(t) {
         let d = arena::block_desc(b);
-        if d.owner.load(Ordering::Relaxed) != owner || !has_room(d, natts, var_need) {
+        if !has_room(d, sig, var_need) {
             continue;
         }
-        if let Some(g) = LwGuard::try_exclusive(d.lock_ptr()) {
-            if d.owner.load(Ordering::Acquire) == owner && has_room(d, natts, var_need) {
-                let l = Locked {
-                    b,
-                    desc: d,
-                    blk: BlockRef {
-                        base: arena::block_ptr(b),
-                    },
-                    _g: g,
-                };
-                INSERT_BLOCK.with(|m| m.borrow_mut().insert(t.id, b));
-                t.entry().insert_hint.store(b, Ordering::Relaxed);
-                let s = take_slot(&l, var_need);
+        if let Some(l) = try_lock_exclusive(t, lb, b) {
+            if has_room(l.desc, sig, var_need) {
+                INSERT_BLOCK.with(|m| m.borrow_mut().insert(t.id, lb));
+                t.entry().insert_hint.store(lb, Ordering::Relaxed);
+                let s = take_slot(t, &l, var_need);
                 return (l, s);
             }
         }
     }
     // 3. a new block
-    let l = new_block(rel, t, var_need);
-    if var_need > bs - l.desc.fixed_end.load(Ordering::Relaxed) {
-        too_large(rel, var_need, bs - l.desc.fixed_end.load(Ordering::Relaxed));
-    }
-    INSERT_BLOCK.with(|m| m.borrow_mut().insert(t.id, l.b));
-    t.entry().insert_hint.store(l.b, Ordering::Relaxed);
-    let s = take_slot(&l, var_need);
+    let l = new_block(t, &row.layout);
+    INSERT_BLOCK.with(|m| m.borrow_mut().insert(t.id, l.lb));
+    t.entry().insert_hint.store(l.lb, Ordering::Relaxed);
+    let s = take_slot(t, &l, var_need);
     (l, s)
 }
 
 /// Inserts a new row version. `flags` may carry F_HEAP_ONLY; `spec_token` marks a speculative
-/// insertion. Returns (block, slot).
+/// insertion. Returns (local block, slot).
 pub fn insert(
     rel: pg_sys::Relation,
     t: TableRef,
@@ -248,7 +280,7 @@ pub fn insert(
     spec_token: Option<u32>,
     prefer: Option<u32>,
 ) -> (u32, u32) {
-    let (l, s) = block_for_insert(rel, t, row.var_bytes, prefer);
+    let (l, s) = block_for_insert(rel, t, row, prefer);
     let d = l.desc;
     let low = unsafe { row::write_row(l.blk, s, row, d.var_low.load(Ordering::Relaxed)) };
     d.var_low.store(low, Ordering::Relaxed);
@@ -256,81 +288,74 @@ pub fn insert(
     h.xmin = xmin;
     h.xmax = 0;
     h.cid = cid;
-    h.infomask.store(HEAP_XMAX_INVALID, Ordering::Relaxed);
-    h.flags = ST_NORMAL
-        | flags
-        | if spec_token.is_some() {
-            F_SPECULATIVE
-        } else {
-            0
-        };
-    h.next_block = arena::NO_BLOCK;
-    h.next_slot = spec_token.unwrap_or(NO_SLOT);
+    let f = flags | if row.has_external { F_HAS_EXTERNAL } else { 0 };
+    h.infomask.store(HEAP_XMAX_INVALID | f, Ordering::Relaxed);
+    match spec_token {
+        Some(tok) => h.set_spec_token(tok),
+        None => h.clear_ctid(),
+    }
     l.touch();
     t.entry().rows_inserted.fetch_add(1, Ordering::Relaxed);
-    (l.b, s)
+    (l.lb, s)
 }
 
 /// Sets a new xmax (update/delete/lock) on a row. `keys_updated` sets heap's HEAP_KEYS_UPDATED;
-/// `cmax` (update/delete only) stores the command id, possibly as a combo id.
+/// `cmax` (update/delete only) is the command id to store and whether it is a combo id.
 pub fn set_xmax(
     l: &Locked,
     s: u32,
     xmax: u32,
     infomask_bits: u16,
     keys_updated: bool,
-    cmax: Option<u32>,
+    cmax: Option<(u32, bool)>,
 ) {
     let h = l.row(s);
-    let mut m = h.infomask() & !crate::txn::mvcc::HEAP_XMAX_BITS;
-    m |= infomask_bits;
-    if let Some(cid) = cmax {
-        let (c, combo) = crate::txn::mvcc::adjust_cmax(h, cid);
+    let mut m = (h.infomask() & !HEAP_XMAX_BITS) | (infomask_bits & HEAP_XMAX_BITS);
+    if let Some((c, combo)) = cmax {
         h.cid = c;
         if combo {
-            m |= crate::txn::mvcc::HEAP_COMBOCID;
+            m |= HEAP_COMBOCID;
         } else {
-            m &= !crate::txn::mvcc::HEAP_COMBOCID;
+            m &= !HEAP_COMBOCID;
         }
+        // a new update/delete supersedes any older (aborted) link
+        m &= !F_HOT_UPDATED;
+        h.clear_ctid();
+        l.desc.obsolete.fetch_add(1, Ordering::Relaxed);
+    }
+    m &= !F_KEYS_UPDATED;
+    if keys_updated {
+        m |= F_KEYS_UPDATED;
     }
     h.xmax = xmax;
     h.infomask.store(m, Ordering::Relaxed);
-    h.flags &= !F_KEYS_UPDATED;
-    if keys_updated {
-        h.flags |= F_KEYS_UPDATED;
-    }
-    if cmax.is_some() {
-        h.flags &= !F_HOT_UPDATED;
-        l.desc.obsolete.fetch_add(1, Ordering::Relaxed);
-        // a new update/delete supersedes any older (aborted) link
-        h.next_block = arena::NO_BLOCK;
-        h.next_slot = NO_SLOT;
+    l.touch();
+}
+
+/// Links a row to its newer version (TID page, offset) after an update; `hot` = no new index
+/// entries were made.
+pub fn link_next(l: &Locked, s: u32, next: (u32, u16), hot: bool) {
+    let h = l.row(s);
+    h.set_ctid(next.0, next.1);
+    if hot {
+        h.set_flag(F_HOT_UPDATED);
     }
     l.touch();
 }
 
-/// Links a row to its newer version (after an update); `hot` = no new index entries were made.
-pub fn link_next(l: &Locked, s: u32, nb: u32, ns: u32, hot: bool) {
-    let h = l.row(s);
-    h.next_block = nb;
-    h.next_slot = ns;
-    if hot {
-        h.flags |= F_HOT_UPDATED;
-    }
+/// Marks a row deleted by a cross-partition UPDATE (heap's MovedPartitions ctid).
+pub fn mark_moved(l: &Locked, s: u32) {
+    l.row(s).set_moved();
     l.touch();
 }
 
 /// Ends a speculative insertion: success clears the token, failure kills the row.
 pub fn finish_speculative(l: &Locked, s: u32, succeeded: bool) {
     let h = l.row(s);
-    h.flags &= !F_SPECULATIVE;
-    h.next_block = arena::NO_BLOCK;
-    h.next_slot = NO_SLOT;
+    h.clear_ctid();
     if !succeeded {
-        // like heap_abort_speculative: xmin invalid makes it dead to everyone at once
-        h.xmin = 0;
-        h.infomask
-            .fetch_or(crate::txn::mvcc::HEAP_XMIN_INVALID, Ordering::Relaxed);
+        // like heap_abort_speculative: an invalid xmin makes it dead to everyone at once
+        h.set_hint(HEAP_XMIN_INVALID);
     }
     l.touch();
 }
@@ -340,37 +365,38 @@ fn release_var(l: &Locked, s: u32) {
     l.desc.var_dead.fetch_add(bytes, Ordering::Relaxed);
 }
 
-/// Turns a dead chain root into a redirect to the chain's first live version.
-pub fn make_redirect(l: &Locked, s: u32, nb: u32, ns: u32) {
+/// Turns a dead chain root into a redirect to the chain's first live version (TID in `target`).
+pub fn make_redirect(l: &Locked, s: u32, target: (u32, u16)) {
     let h = l.row(s);
-    if h.state() == ST_NORMAL {
+    let st = h.state();
+    if st == ST_NORMAL {
         release_var(l, s);
     }
     // a redirect's xmax field counts its re-targetings, so a pruner that recorded an older
     // target cannot mistake a reused slot for it (ABA)
-    h.xmax = if h.state() == ST_REDIRECT {
+    h.xmax = if st == ST_REDIRECT {
         h.xmax.wrapping_add(1)
     } else {
         1
     };
-    h.flags = ST_REDIRECT;
-    h.next_block = nb;
-    h.next_slot = ns;
+    h.set_state(ST_REDIRECT);
+    h.set_ctid(target.0, target.1);
     l.touch();
 }
 
 /// Marks a chain root dead (no live version left); VACUUM removes its index entries and frees it.
 pub fn make_dead(l: &Locked, s: u32) {
     let h = l.row(s);
-    if h.state() == ST_NORMAL {
+    let st = h.state();
+    if st == ST_NORMAL {
         release_var(l, s);
     }
-    if h.state() != ST_DEAD {
+    if st != ST_DEAD {
         l.desc.ndead.fetch_add(1, Ordering::Relaxed);
     }
-    h.flags = ST_DEAD;
-    h.next_block = arena::NO_BLOCK;
-    h.next_slot = NO_SLOT;
+    h.set_state(ST_DEAD);
+    h.xmax = 0;
+    h.clear_ctid();
     l.touch();
 }
 
@@ -385,17 +411,19 @@ pub fn free_slot(l: &Locked, s: u32) {
         ST_FREE => return,
         _ => {}
     }
-    h.flags = ST_FREE;
-    h.xmin = 0;
+    h.set_state(ST_FREE);
     h.xmax = 0;
-    h.next_block = arena::NO_BLOCK;
-    h.next_slot = l.desc.free_head.load(Ordering::Relaxed);
-    l.desc.free_head.store(s, Ordering::Relaxed);
+    h.clear_ctid();
+    l.blk.mark_free(s);
+    if s / 64 < l.desc.free_hint.load(Ordering::Relaxed) {
+        l.desc.free_hint.store(s / 64, Ordering::Relaxed);
+    }
     l.desc.nfree.fetch_add(1, Ordering::Relaxed);
     l.touch();
 }
 
-/// Frees every block of a table (TRUNCATE of a new relfilenode, DROP at commit).
+/// Frees every block of a table (TRUNCATE of a new relfilenode, DROP at commit). The relation
+/// file goes away with the relfilenode, so its size is left alone.
 pub fn free_all_blocks(t: TableRef) {
     let owner = t.owner();
     for b in 0..arena::nblocks() {
@@ -405,7 +433,7 @@ pub fn free_all_blocks(t: TableRef) {
         }
         let _g = d.exclusive();
         if d.owner.load(Ordering::Acquire) == owner {
-            arena::free_block(b);
+            arena::free_block(t, b, false);
             t.entry().nblocks.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -418,17 +446,17 @@ pub fn free_all_blocks(t: TableRef) {
 /// Frees a block whose slots are all free (VACUUM). Caller holds it exclusively via `l`.
 pub fn release_empty_block(t: TableRef, l: Locked) {
     if l.desc.nfree.load(Ordering::Relaxed) == l.hwm() {
-        arena::free_block(l.b);
+        arena::free_block(t, l.ab, true);
         t.entry().nblocks.fetch_sub(1, Ordering::Relaxed);
         let _ = t.entry().insert_hint.compare_exchange(
-            l.b,
+            l.lb,
             arena::NO_BLOCK,
             Ordering::Relaxed,
             Ordering::Relaxed,
         );
         INSERT_BLOCK.with(|m| {
             let mut m = m.borrow_mut();
-            if m.get(&t.id) == Some(&l.b) {
+            if m.get(&t.id) == Some(&l.lb) {
                 m.remove(&t.id);
             }
         });
@@ -437,18 +465,29 @@ pub fn release_empty_block(t: TableRef, l: Locked) {
 
 /// Sets a frozen xmin (VACUUM freezing): the row is visible to all and its xid may be recycled.
 pub fn freeze_xmin(l: &Locked, s: u32) {
-    let h = l.row(s);
-    h.infomask
-        .fetch_or(crate::txn::mvcc::HEAP_XMIN_FROZEN, Ordering::Relaxed);
+    l.row(s).set_hint(HEAP_XMIN_FROZEN);
     l.touch();
 }
 
 /// Clears an xmax that no longer matters (aborted updater / finished lockers) before freezing.
 pub fn clear_xmax(l: &Locked, s: u32) {
     let h = l.row(s);
-    let m = (h.infomask() & !crate::txn::mvcc::HEAP_XMAX_BITS) | HEAP_XMAX_INVALID;
+    let m = (h.infomask() & !(HEAP_XMAX_BITS | F_KEYS_UPDATED | F_HOT_UPDATED)) | HEAP_XMAX_INVALID;
     h.infomask.store(m, Ordering::Relaxed);
     h.xmax = 0;
-    h.flags &= !(F_KEYS_UPDATED | F_HOT_UPDATED);
+    h.clear_ctid();
+    l.touch();
+}
+
+/// Installs a copied version header (CLUSTER / VACUUM FULL keep xmin/xmax/cid/infomask).
+pub fn set_header(l: &Locked, s: u32, xmax: u32, infomask: u16, keys_updated: bool) {
+    let h = l.row(s);
+    h.xmax = xmax;
+    let keep = h.infomask() & (F_HAS_EXTERNAL | F_HEAP_ONLY);
+    let mut m = (infomask & HEAP_VISIBILITY_BITS) | keep;
+    if keys_updated {
+        m |= F_KEYS_UPDATED;
+    }
+    h.infomask.store(m, Ordering::Relaxed);
     l.touch();
 }

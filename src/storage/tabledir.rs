@@ -5,6 +5,12 @@
 //! entry never claims the blocks of a dropped table. Backends cache the lookup in the relcache
 //! entry (`rd_amcache`) and re-validate it with two atomic loads.
 //!
+//! A table numbers its blocks 0, 1, 2, ... (`local` numbers, mapped to arena blocks by
+//! `blockmap`); a new block takes the lowest free number, so the TID space stays dense. The
+//! relation's main-fork file is kept (sparse, no disk used) at `nlocal * block_size` bytes: what
+//! `pg_relation_size()` reports is the memory the table's blocks span, and smgr prefetches of
+//! bitmap scans and ANALYZE (which PostgreSQL issues for every TID page) land inside the file.
+//!
 //! An entry also remembers that this server incarnation knows the table: a relation whose
 //! relfilenode has no entry was created before the last restart and lost its rows (durability is
 //! a later issue), which `resolve` reports with a WARNING once.
@@ -31,8 +37,19 @@ pub struct TableEntry {
     pub key: RelKey,
     pub state: AtomicU32,
     pub gen: AtomicU32,
-    /// A block with free slots (a hint; validated under the block lock).
+    /// A local block with free slots (a hint; validated under the block lock).
     pub insert_hint: AtomicU32,
+    /// Local block numbers in use are below this.
+    pub nlocal: AtomicU32,
+    /// TID pages in use (the relation size in 8 kB pages, what `relation_size` reports): all
+    /// pages of the blocks before the last one plus the started pages of the last. Published
+    /// (under the allocation lock) only after the relation file has grown to it.
+    pub tid_pages: AtomicU32,
+    /// No local number below this is free (allocation search starts here).
+    pub local_hint: AtomicU32,
+    /// Columns (bit i = attribute i) that new blocks store as VAR because a value did not fit
+    /// their compact encoding.
+    pub var_mask: AtomicU64,
     pub nblocks: AtomicU32,
     /// pg_class oid at creation time (for views; informational).
     pub relid: AtomicU32,
@@ -138,6 +155,10 @@ pub fn create(key: &RelKey, relid: u32) -> TableRef {
             e.gen.store(gen, Ordering::Relaxed);
             e.insert_hint.store(arena::NO_BLOCK, Ordering::Relaxed);
             e.nblocks.store(0, Ordering::Relaxed);
+            e.nlocal.store(0, Ordering::Relaxed);
+            e.tid_pages.store(0, Ordering::Relaxed);
+            e.local_hint.store(0, Ordering::Relaxed);
+            e.var_mask.store(0, Ordering::Relaxed);
             e.relid.store(relid, Ordering::Relaxed);
             e.rows_inserted.store(0, Ordering::Relaxed);
             e.needs_truncate.store(0, Ordering::Relaxed);
@@ -164,8 +185,12 @@ pub fn remove(t: TableRef) {
 
 /// Points an entry at another relfilenode (ALTER TABLE SET TABLESPACE keeps the rows in place).
 pub fn rekey(t: TableRef, key: &RelKey) {
-    let _g = LwGuard::exclusive(&arena::ctl().dir_lock as *const _ as *mut _);
-    entry(t.id).key = *key;
+    {
+        let _g = LwGuard::exclusive(&arena::ctl().dir_lock as *const _ as *mut _);
+        entry(t.id).key = *key;
+    }
+    // the new relation file gets the table's size
+    sync_file_size(t);
 }
 
 /// Every table currently in the directory.
@@ -211,6 +236,8 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
             Some(t) => t,
             None => {
                 let t = create(&key, (*rel).rd_id.into());
+                // the file still has the size the lost rows spanned
+                sync_file_size(t);
                 if (*(*rel).rd_rel).relhasindex {
                     t.entry().needs_truncate.store(1, Ordering::Release);
                 }
@@ -256,15 +283,138 @@ fn check_not_stale(rel: pg_sys::Relation, t: TableRef) {
     }
 }
 
-/// Blocks owned by `t`, in arena order (= TID order).
-pub fn blocks_of(t: TableRef) -> Vec<u32> {
-    let owner = t.owner();
-    let n = arena::nblocks();
-    let mut v = Vec::new();
-    for b in 0..n {
-        if arena::block_desc(b).owner.load(Ordering::Relaxed) == owner {
-            v.push(b);
+/// The arena block holding local block `lb` of `t`, if any (the caller still checks the block's
+/// owner under its lock: the mapping may change right after the lookup).
+#[inline]
+pub fn arena_block(t: TableRef, lb: u32) -> Option<u32> {
+    arena::map().lookup(t.id, lb)
+}
+
+/// Local blocks in use are below this.
+#[inline]
+pub fn nlocal(t: TableRef) -> u32 {
+    t.entry().nlocal.load(Ordering::Acquire)
+}
+
+/// (local, arena) of every block of `t`, in local (= TID) order.
+pub fn blocks_of(t: TableRef) -> Vec<(u32, u32)> {
+    let n = nlocal(t);
+    (0..n)
+        .filter_map(|lb| arena_block(t, lb).map(|b| (lb, b)))
+        .collect()
+}
+
+/// Gives arena block `b` the lowest free local number of `t`. Caller holds the allocation lock.
+/// Returns the number and whether the TID space grew.
+pub(crate) fn assign_local(t: TableRef, b: u32) -> (u32, bool) {
+    let e = t.entry();
+    let mut lb = e.local_hint.load(Ordering::Relaxed);
+    while arena_block(t, lb).is_some() {
+        lb += 1;
+    }
+    arena::map().insert(t.id, lb, b);
+    e.local_hint.store(lb + 1, Ordering::Relaxed);
+    let grew = lb >= e.nlocal.load(Ordering::Relaxed);
+    if grew {
+        e.nlocal.store(lb + 1, Ordering::Release);
+    }
+    (lb, grew)
+}
+
+/// Frees local number `lb` of `t`. Caller holds the allocation lock. Returns whether the TID space
+/// shrank (the last blocks are gone).
+pub(crate) fn release_local(t: TableRef, lb: u32) -> bool {
+    let e = t.entry();
+    arena::map().remove(t.id, lb);
+    if lb < e.local_hint.load(Ordering::Relaxed) {
+        e.local_hint.store(lb, Ordering::Relaxed);
+    }
+    let mut n = e.nlocal.load(Ordering::Relaxed);
+    if lb + 1 != n {
+        return false;
+    }
+    while n > 0 && arena_block(t, n - 1).is_none() {
+        n -= 1;
+    }
+    e.nlocal.store(n, Ordering::Release);
+    true
+}
+
+/// The TID pages of `t` (its relation size in 8 kB pages).
+#[inline]
+pub fn tid_pages(t: TableRef) -> u32 {
+    t.entry().tid_pages.load(Ordering::Acquire)
+}
+
+/// Recomputes the TID pages in use and, if they changed, resizes the relation file and then
+/// publishes the new size. Caller holds the allocation lock (so resizes happen in order).
+pub(crate) fn publish_size(t: TableRef) {
+    let n = nlocal(t);
+    let pages = if n == 0 {
+        0
+    } else {
+        let last = arena_block(t, n - 1)
+            .map(|b| arena::block_desc(b).hwm.load(Ordering::Acquire))
+            .unwrap_or(0);
+        (n - 1) * arena::vpb() + last.div_ceil(crate::storage::block::TID_OFFSETS_PER_PAGE)
+    };
+    let e = t.entry();
+    if e.tid_pages.load(Ordering::Relaxed) != pages {
+        if pages > e.tid_pages.load(Ordering::Relaxed) {
+            write_file_size(t, pages);
+            e.tid_pages.store(pages, Ordering::Release);
+        } else {
+            e.tid_pages.store(pages, Ordering::Release);
+            write_file_size(t, pages);
         }
     }
-    v
+}
+
+/// Sets the relation file's size to the published TID pages (a new relfilenode, a restart).
+pub(crate) fn sync_file_size(t: TableRef) {
+    write_file_size(t, tid_pages(t));
+}
+
+/// Sets the size of the table's main-fork files (sparse: no disk is used) to `pages` 8 kB pages,
+/// in 1 GB segments like md.c's, so pg_relation_size() reports the TID space in use and smgr
+/// prefetches of those pages (bitmap scans, ANALYZE) stay inside the file. Best effort: a failure
+/// only skews pg_relation_size().
+fn write_file_size(t: TableRef, pages: u32) {
+    let key = t.entry().key;
+    let total = pages as u64 * pg_sys::BLCKSZ as u64;
+    let seg = pg_sys::RELSEG_SIZE as u64 * pg_sys::BLCKSZ as u64;
+    let base = unsafe {
+        let p = pg_sys::GetRelationPath(
+            key.db.into(),
+            key.spc.into(),
+            key.rel.into(),
+            key.backend,
+            pg_sys::ForkNumber::MAIN_FORKNUM,
+        );
+        let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+        pg_sys::pfree(p as *mut std::ffi::c_void);
+        s
+    };
+    for segno in 0u64.. {
+        let want = total.saturating_sub(segno * seg).min(seg);
+        let path = if segno == 0 {
+            base.clone()
+        } else {
+            format!("{base}.{segno}")
+        };
+        let Ok(cpath) = std::ffi::CString::new(path) else {
+            return;
+        };
+        // segments past the size are emptied, not unlinked (md.c keeps inactive segments as
+        // empty files); the first missing one ends the walk
+        let flags = libc::O_WRONLY | libc::O_CLOEXEC | if want > 0 { libc::O_CREAT } else { 0 };
+        let fd = unsafe { libc::open(cpath.as_ptr(), flags, 0o600) };
+        if fd < 0 {
+            return;
+        }
+        unsafe {
+            libc::ftruncate(fd, want as libc::off_t);
+            libc::close(fd);
+        }
+    }
 }

@@ -1,9 +1,15 @@
-//! Concurrency for row modifications: the "may I modify this version?" loop shared by UPDATE,
-//! DELETE and SELECT ... FOR UPDATE/SHARE, with heap's tuple-lock modes, multixacts for shared
-//! lockers, heavyweight tuple locks for queueing fairness, and waits on the holders' xids.
-//! The same protocol as heap_update/heap_delete/heap_lock_tuple, reduced to what scoot needs.
+//! Concurrency for row modifications: the "may I modify this version?" protocols of heap_delete,
+//! heap_update and heap_lock_tuple (heapam.c), ported step for step onto scoot's version headers:
+//! heap's tuple-lock modes, multixacts for shared lockers, heavyweight tuple locks for queueing
+//! fairness, waits on the holders' xids in PostgreSQL's lock manager (visible in pg_locks,
+//! cancellable, deadlock-checked), and after every wait a re-check that either starts over
+//! (the xmax changed) or decides from the finished holder's outcome, so no loop spins.
+//!
+//! Waits run through `ffi::guard::catch`, so an error raised while waiting (deadlock, cancel,
+//! lock_timeout) reaches the client with heap's CONTEXT line ("while updating tuple ...").
+use crate::ffi::guard::{self, raw};
 use crate::ffi::{self, xid};
-use crate::storage::block::RowHdr;
+use crate::storage::block::{RowHdr, F_HOT_UPDATED, F_KEYS_UPDATED, ST_NORMAL};
 use crate::storage::modify::{self as storage, Locked};
 use crate::storage::tabledir::TableRef;
 use crate::txn::mvcc::{self, *};
@@ -16,6 +22,8 @@ pub const SHARE: Mode = pg_sys::LockTupleMode::LockTupleShare;
 pub const NO_KEY_EXCL: Mode = pg_sys::LockTupleMode::LockTupleNoKeyExclusive;
 pub const EXCL: Mode = pg_sys::LockTupleMode::LockTupleExclusive;
 
+type Status = pg_sys::MultiXactStatus::Type;
+
 /// Heavyweight lock mode used to queue on a tuple (tupleLockExtraInfo[].hwlock).
 fn hwlock(mode: Mode) -> pg_sys::LOCKMODE {
     (match mode {
@@ -26,26 +34,21 @@ fn hwlock(mode: Mode) -> pg_sys::LOCKMODE {
     }) as pg_sys::LOCKMODE
 }
 
-fn lock_status(mode: Mode) -> pg_sys::MultiXactStatus::Type {
+/// get_mxact_status_for_lock
+fn status_for(mode: Mode, is_update: bool) -> Status {
     use pg_sys::MultiXactStatus::*;
-    match mode {
-        KEY_SHARE => MultiXactStatusForKeyShare,
-        SHARE => MultiXactStatusForShare,
-        NO_KEY_EXCL => MultiXactStatusForNoKeyUpdate,
-        _ => MultiXactStatusForUpdate,
+    match (mode, is_update) {
+        (KEY_SHARE, false) => MultiXactStatusForKeyShare,
+        (SHARE, false) => MultiXactStatusForShare,
+        (NO_KEY_EXCL, false) => MultiXactStatusForNoKeyUpdate,
+        (_, false) => MultiXactStatusForUpdate,
+        (EXCL, true) => MultiXactStatusUpdate,
+        (_, true) => MultiXactStatusNoKeyUpdate,
     }
 }
 
-fn upd_status(mode: Mode) -> pg_sys::MultiXactStatus::Type {
-    use pg_sys::MultiXactStatus::*;
-    if mode == EXCL {
-        MultiXactStatusUpdate
-    } else {
-        MultiXactStatusNoKeyUpdate
-    }
-}
-
-fn status_mode(st: pg_sys::MultiXactStatus::Type) -> Mode {
+/// TUPLOCK_from_mxstatus
+fn status_mode(st: Status) -> Mode {
     use pg_sys::MultiXactStatus::*;
     match st {
         MultiXactStatusForKeyShare => KEY_SHARE,
@@ -55,12 +58,13 @@ fn status_mode(st: pg_sys::MultiXactStatus::Type) -> Mode {
     }
 }
 
-fn status_is_update(st: pg_sys::MultiXactStatus::Type) -> bool {
+/// ISUPDATE_from_mxstatus
+fn status_is_update(st: Status) -> bool {
     st == pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
         || st == pg_sys::MultiXactStatus::MultiXactStatusUpdate
 }
 
-/// Tuple lock conflict table (same as heap's, via the heavyweight modes).
+/// DoLockModesConflict on the tuple locks' heavyweight modes.
 pub fn modes_conflict(a: Mode, b: Mode) -> bool {
     match (a.min(b), a.max(b)) {
         (KEY_SHARE, EXCL) => true,
@@ -71,33 +75,50 @@ pub fn modes_conflict(a: Mode, b: Mode) -> bool {
     }
 }
 
-/// Mode in which a single-xid xmax holds the row.
-fn single_xmax_mode(h: &RowHdr) -> Mode {
-    let m = h.infomask();
-    let keys = h.flags & crate::storage::block::F_KEYS_UPDATED != 0;
+#[inline]
+fn keyshr_locked(m: u16) -> bool {
+    m & HEAP_LOCK_MASK == HEAP_XMAX_KEYSHR_LOCK
+}
+#[inline]
+fn shr_locked(m: u16) -> bool {
+    m & HEAP_LOCK_MASK == HEAP_XMAX_SHR_LOCK
+}
+#[inline]
+fn excl_locked(m: u16) -> bool {
+    m & HEAP_LOCK_MASK == HEAP_XMAX_EXCL_LOCK
+}
+
+/// xmax_infomask_changed
+#[inline]
+fn xmax_infomask_changed(new: u16, old: u16) -> bool {
+    let interesting = HEAP_XMAX_IS_MULTI | HEAP_XMAX_LOCK_ONLY | HEAP_LOCK_MASK;
+    new & interesting != old & interesting
+}
+
+/// The status a single-xid xmax holds the row in.
+fn single_status(m: u16, keys: bool) -> Status {
+    use pg_sys::MultiXactStatus::*;
     if xmax_is_locked_only(m) {
-        if m & HEAP_LOCK_MASK == HEAP_XMAX_SHR_LOCK {
-            SHARE
-        } else if m & HEAP_LOCK_MASK == HEAP_XMAX_KEYSHR_LOCK {
-            KEY_SHARE
+        if keyshr_locked(m) {
+            MultiXactStatusForKeyShare
+        } else if shr_locked(m) {
+            MultiXactStatusForShare
         } else if keys {
-            EXCL
+            MultiXactStatusForUpdate
         } else {
-            NO_KEY_EXCL
+            MultiXactStatusForNoKeyUpdate
         }
     } else if keys {
-        EXCL
+        MultiXactStatusUpdate
     } else {
-        NO_KEY_EXCL
+        MultiXactStatusNoKeyUpdate
     }
 }
 
-struct Members(Vec<(u32, pg_sys::MultiXactStatus::Type)>);
-
-fn members(multi: u32) -> Members {
+fn members(multi: u32, lock_only: bool) -> Vec<(u32, Status)> {
     unsafe {
         let mut arr: *mut pg_sys::MultiXactMember = std::ptr::null_mut();
-        let n = pg_sys::GetMultiXactIdMembers(xid(multi), &mut arr, false, false);
+        let n = pg_sys::GetMultiXactIdMembers(xid(multi), &mut arr, false, lock_only);
         let mut v = Vec::new();
         for i in 0..n.max(0) as usize {
             let m = &*arr.add(i);
@@ -106,89 +127,102 @@ fn members(multi: u32) -> Members {
         if !arr.is_null() {
             pg_sys::pfree(arr as *mut std::ffi::c_void);
         }
-        Members(v)
+        v
     }
 }
 
-pub enum Holder {
-    /// another running transaction holds the row in a conflicting mode: wait for this xid/multi
-    Conflict(u32),
-    /// only compatible lockers (or ourselves): go ahead
-    Compatible,
-    /// the holder finished since the row was examined: look at the row again
-    Changed,
-}
-
-/// Does the current xmax hold the row in a mode that conflicts with `mode`? Called right after
-/// satisfies_update said TM_BeingModified, so a holder that is no longer running means the row's
-/// state moved on (an update may just have committed) and must be re-evaluated.
-fn conflicting_holder(h: &RowHdr, mode: Mode) -> Holder {
-    let m = h.infomask();
-    if m & HEAP_XMAX_INVALID != 0 {
-        return Holder::Changed;
-    }
-    if m & HEAP_XMAX_IS_MULTI != 0 {
-        let mut result = Holder::Compatible;
-        for (x, st) in members(h.xmax).0 {
-            if mvcc::is_current(x) {
-                continue;
-            }
-            if !mvcc::in_progress(x) {
-                if status_is_update(st) {
-                    return Holder::Changed;
-                }
-                continue;
-            }
-            if modes_conflict(status_mode(st), mode) {
-                result = Holder::Conflict(h.xmax);
-            }
+/// DoesMultiXactIdConflict: (a member conflicts with `mode`, we are a member ourselves).
+fn multi_conflicts(multi: u32, infomask: u16, mode: Mode) -> (bool, bool) {
+    let mut result = false;
+    let mut current_is_member = false;
+    for (x, st) in members(multi, xmax_is_locked_only(infomask)) {
+        if result && current_is_member {
+            break;
         }
-        return result;
+        if mvcc::is_current(x) {
+            current_is_member = true;
+            continue;
+        } else if result {
+            continue;
+        }
+        if !modes_conflict(status_mode(st), mode) {
+            continue;
+        }
+        if status_is_update(st) {
+            if mvcc::did_abort(x) {
+                continue;
+            }
+        } else if !mvcc::in_progress(x) {
+            continue;
+        }
+        result = true;
     }
-    if mvcc::is_current(h.xmax) {
-        return Holder::Compatible;
-    }
-    if !mvcc::in_progress(h.xmax) {
-        return Holder::Changed;
-    }
-    if modes_conflict(single_xmax_mode(h), mode) {
-        Holder::Conflict(h.xmax)
-    } else {
-        Holder::Compatible
-    }
+    (result, current_is_member)
 }
 
-/// Waits until the holders of `xwait` that conflict with `mode` are gone.
-fn wait_for(
+/// Do_MultiXactIdWait: waits for the members whose locks conflict with `status`. With `nowait`
+/// returns false instead of waiting. `remaining` counts members still running afterwards.
+fn multi_wait(
     rel: pg_sys::Relation,
     tid: &mut pg_sys::ItemPointerData,
-    xwait: u32,
-    is_multi: bool,
-    mode: Mode,
+    multi: u32,
+    status: Status,
+    infomask: u16,
     oper: pg_sys::XLTW_Oper::Type,
-) {
-    unsafe {
-        if is_multi {
-            for (x, st) in members(xwait).0 {
-                if !mvcc::is_current(x)
-                    && mvcc::in_progress(x)
-                    && modes_conflict(status_mode(st), mode)
-                {
-                    pg_sys::XactLockTableWait(xid(x), rel, tid, oper);
-                }
+    nowait: bool,
+) -> (bool, u32) {
+    let mut remain = 0;
+    for (x, st) in members(multi, xmax_is_locked_only(infomask)) {
+        if mvcc::is_current(x) {
+            remain += 1;
+            continue;
+        }
+        if !modes_conflict(status_mode(st), status_mode(status)) {
+            if mvcc::in_progress(x) {
+                remain += 1;
+            }
+            continue;
+        }
+        if nowait {
+            if !guard::catch(|| unsafe { raw::ConditionalXactLockTableWait(xid(x)) }) {
+                return (false, remain);
             }
         } else {
-            pg_sys::XactLockTableWait(xid(xwait), rel, tid, oper);
+            xact_wait(rel, tid, x, oper);
+        }
+    }
+    (true, remain)
+}
+
+/// XactLockTableWait with heap's error context.
+fn xact_wait(
+    rel: pg_sys::Relation,
+    tid: &mut pg_sys::ItemPointerData,
+    x: u32,
+    oper: pg_sys::XLTW_Oper::Type,
+) {
+    let tidp: *mut pg_sys::ItemPointerData = tid;
+    guard::catch(|| unsafe { raw::XactLockTableWait(xid(x), rel, tidp, oper) });
+}
+
+/// UpdateXmaxHintBits after waiting for a single xid.
+fn update_xmax_hint(h: &RowHdr) {
+    let m = h.infomask();
+    if m & (HEAP_XMAX_COMMITTED | HEAP_XMAX_INVALID) == 0 {
+        if !xmax_is_locked_only(m) && mvcc::did_commit(h.xmax) {
+            h.set_hint(HEAP_XMAX_COMMITTED);
+        } else {
+            h.set_hint(HEAP_XMAX_INVALID);
         }
     }
 }
 
-/// Hint bits for a multixact xmax (GetMultiXactIdHintBits): (infomask bits, keys_updated).
+/// GetMultiXactIdHintBits: (infomask bits, keys_updated).
 fn multi_hint_bits(multi: u32) -> (u16, bool) {
     let mut strongest = KEY_SHARE;
     let mut has_update = false;
     let mut keys = false;
-    for (_, st) in members(multi).0 {
+    for (_, st) in members(multi, false) {
         let md = status_mode(st);
         strongest = strongest.max(md);
         has_update |= status_is_update(st);
@@ -206,68 +240,68 @@ fn multi_hint_bits(multi: u32) -> (u16, bool) {
     (bits, keys)
 }
 
-fn fresh_bits(mode: Mode, is_update: bool) -> (u16, bool) {
-    if is_update {
-        (0, mode == EXCL)
-    } else {
-        let b = match mode {
-            KEY_SHARE => HEAP_XMAX_KEYSHR_LOCK,
-            SHARE => HEAP_XMAX_SHR_LOCK,
-            _ => HEAP_XMAX_EXCL_LOCK,
-        };
-        (b | HEAP_XMAX_LOCK_ONLY, mode == EXCL)
+/// compute_new_xmax_infomask: the xmax (and bits, keys_updated) after `add` (our xid) takes
+/// `mode` as a lock or an update, given the row's current xmax.
+pub fn compute_new_xmax(
+    xmax: u32,
+    mut old: u16,
+    old_keys: bool,
+    add: u32,
+    mut mode: Mode,
+    is_update: bool,
+) -> (u32, u16, bool) {
+    loop {
+        if old & HEAP_XMAX_INVALID != 0 {
+            if is_update {
+                return (add, 0, mode == EXCL);
+            }
+            let b = match mode {
+                KEY_SHARE => HEAP_XMAX_KEYSHR_LOCK,
+                SHARE => HEAP_XMAX_SHR_LOCK,
+                _ => HEAP_XMAX_EXCL_LOCK,
+            };
+            return (add, b | HEAP_XMAX_LOCK_ONLY, mode == EXCL);
+        }
+        if old & HEAP_XMAX_IS_MULTI != 0 {
+            if !mvcc::multi_running(xmax, xmax_is_locked_only(old))
+                && (xmax_is_locked_only(old)
+                    || !mvcc::did_commit(mvcc::update_xid_raw(xmax, old)))
+            {
+                old = (old & !HEAP_XMAX_IS_MULTI) | HEAP_XMAX_INVALID;
+                continue;
+            }
+            let nm = unsafe {
+                pg_sys::MultiXactIdExpand(xid(xmax), xid(add), status_for(mode, is_update))
+                    .into_inner()
+            };
+            let (b, k) = multi_hint_bits(nm);
+            return (nm, b, k);
+        }
+        if old & HEAP_XMAX_COMMITTED != 0 {
+            let st = single_status(old & !HEAP_XMAX_LOCK_ONLY, old_keys);
+            return new_multi(xmax, st, add, status_for(mode, is_update));
+        }
+        if mvcc::in_progress(xmax) {
+            let old_status = single_status(old, old_keys);
+            if xmax == add {
+                mode = mode.max(status_mode(old_status));
+                old |= HEAP_XMAX_INVALID;
+                continue;
+            }
+            return new_multi(xmax, old_status, add, status_for(mode, is_update));
+        }
+        if !xmax_is_locked_only(old) && mvcc::did_commit(xmax) {
+            let st = single_status(old, old_keys);
+            return new_multi(xmax, st, add, status_for(mode, is_update));
+        }
+        old |= HEAP_XMAX_INVALID;
     }
 }
 
-/// compute_new_xmax_infomask: the xmax (and bits) after `add` takes `mode` (lock or update).
-pub fn compute_new_xmax(h: &RowHdr, add: u32, mode: Mode, is_update: bool) -> (u32, u16, bool) {
-    let m = h.infomask();
-    let new_status = if is_update {
-        upd_status(mode)
-    } else {
-        lock_status(mode)
-    };
-    let fresh = |md: Mode| {
-        let (b, k) = fresh_bits(md, is_update);
-        (add, b, k)
-    };
-    if m & HEAP_XMAX_INVALID != 0 {
-        return fresh(mode);
-    }
-    if m & HEAP_XMAX_IS_MULTI != 0 {
-        if !mvcc::multi_running(h.xmax, xmax_is_locked_only(m)) {
-            return fresh(mode);
-        }
-        let nm =
-            unsafe { pg_sys::MultiXactIdExpand(xid(h.xmax), xid(add), new_status).into_inner() };
-        let (b, k) = multi_hint_bits(nm);
-        return (nm, b, k);
-    }
-    let old = h.xmax;
-    let locked_only = xmax_is_locked_only(m);
-    if old == add {
-        if locked_only && !is_update {
-            return fresh(mode.max(single_xmax_mode(h)));
-        }
-        return fresh(mode);
-    }
-    if mvcc::is_current(old) || mvcc::in_progress(old) {
-        let old_status = if locked_only {
-            lock_status(single_xmax_mode(h))
-        } else {
-            upd_status(single_xmax_mode(h))
-        };
-        if !locked_only && mvcc::is_current(old) && is_update {
-            // our own (sub)transaction updated it before: the new update replaces it
-            return fresh(mode);
-        }
-        let nm = unsafe {
-            pg_sys::MultiXactIdCreate(xid(old), old_status, xid(add), new_status).into_inner()
-        };
-        let (b, k) = multi_hint_bits(nm);
-        return (nm, b, k);
-    }
-    fresh(mode)
+fn new_multi(x1: u32, s1: Status, x2: u32, s2: Status) -> (u32, u16, bool) {
+    let nm = unsafe { pg_sys::MultiXactIdCreate(xid(x1), s1, xid(x2), s2).into_inner() };
+    let (b, k) = multi_hint_bits(nm);
+    (nm, b, k)
 }
 
 /// Fills TM_FailureData from a row that cannot be modified.
@@ -281,13 +315,13 @@ pub fn fill_tmfd(
         return;
     }
     unsafe {
-        (*tmfd).ctid = if h.has_next() && h.next_slot == crate::storage::block::MOVED_SLOT {
-            // ItemPointerSetMovedPartitions
-            let mut t = pg_sys::ItemPointerData::default();
-            ffi::set_tid(&mut t, pg_sys::InvalidBlockNumber, 0xfffd);
+        let mut t = pg_sys::ItemPointerData::default();
+        (*tmfd).ctid = if h.is_moved() {
+            ffi::set_tid(&mut t, pg_sys::InvalidBlockNumber, crate::storage::block::MOVED_OFF);
             t
-        } else if h.has_next() && res == pg_sys::TM_Result::TM_Updated {
-            crate::am::tid_of(h.next_block, h.next_slot)
+        } else if let Some((p, o)) = h.next() {
+            ffi::set_tid(&mut t, p, o);
+            t
         } else {
             self_tid
         };
@@ -301,6 +335,7 @@ pub fn fill_tmfd(
     }
 }
 
+/// A heavyweight tuple lock held while queueing for a row; released on drop.
 pub struct TupleLock {
     rel: pg_sys::Relation,
     tid: pg_sys::ItemPointerData,
@@ -313,162 +348,650 @@ impl Drop for TupleLock {
     }
 }
 
-pub enum Acquired {
-    /// Exclusive lock on the row's block; TM_Ok: the caller may set xmax now.
-    Ok(Locked, Option<TupleLock>),
+/// heap_acquire_tuplock: false when the policy says not to wait and the lock is busy.
+fn acquire_tuplock(
+    rel: pg_sys::Relation,
+    tid: &mut pg_sys::ItemPointerData,
+    mode: Mode,
+    policy: pg_sys::LockWaitPolicy::Type,
+    have: &mut Option<TupleLock>,
+) -> bool {
+    if have.is_some() {
+        return true;
+    }
+    let hw = hwlock(mode);
+    let tidp: *mut pg_sys::ItemPointerData = tid;
+    match policy {
+        pg_sys::LockWaitPolicy::LockWaitBlock => {
+            guard::catch(|| unsafe { raw::LockTuple(rel, tidp, hw) });
+        }
+        _ => {
+            if !guard::catch(|| unsafe { raw::ConditionalLockTuple(rel, tidp, hw) }) {
+                if policy == pg_sys::LockWaitPolicy::LockWaitError {
+                    lock_not_available(rel);
+                }
+                return false;
+            }
+        }
+    }
+    *have = Some(TupleLock { rel, tid: *tid, mode: hw });
+    true
+}
+
+fn lock_not_available(rel: pg_sys::Relation) -> ! {
+    ereport!(
+        PgLogLevel::ERROR,
+        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+        format!("could not obtain lock on row in relation \"{}\"", unsafe {
+            ffi::rel_name(rel)
+        })
+    );
+    unreachable!()
+}
+
+/// Locks version (lb, s) exclusively if it is still a row version.
+fn lock_version(t: TableRef, lb: u32, s: u32) -> Option<Locked> {
+    let l = storage::lock(t, lb, true)?;
+    (storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL).then_some(l)
+}
+
+/// A row version ready to be updated/deleted/locked by us (its block locked exclusively).
+pub struct Acquired {
+    pub l: Locked,
+    pub tuple_lock: Option<TupleLock>,
+    /// the xmax holders were waited for (heap's checked_lockers)
+    pub checked_lockers: bool,
+    /// some of them are still running (heap's locker_remains)
+    pub locker_remains: bool,
+}
+
+pub enum Outcome {
+    Ok(Acquired),
+    /// TM_Result (Updated, Deleted, SelfModified, Invisible, BeingModified when not waiting)
     Fail(u32),
 }
 
-/// The wait loop of heap_update/heap_delete/heap_lock_tuple. `invisible_is_error`: UPDATE and
-/// DELETE raise an error on TM_Invisible (heap does), row locks return it.
-pub fn acquire(
+/// The wait loop of heap_update (`key_intact` = no key column changes, mode NO_KEY_EXCL) and
+/// heap_delete (mode EXCL). With `wait` false, a concurrent modifier yields TM_BeingModified.
+pub fn acquire_for_write(
     rel: pg_sys::Relation,
     t: TableRef,
-    b: u32,
+    lb: u32,
     s: u32,
     cid: u32,
     mode: Mode,
-    policy: pg_sys::LockWaitPolicy::Type,
-    oper: pg_sys::XLTW_Oper::Type,
+    is_delete: bool,
+    wait: bool,
     tmfd: *mut pg_sys::TM_FailureData,
-) -> Acquired {
-    let mut tid = crate::am::tid_of(b, s);
+) -> Outcome {
+    let mut tid = crate::storage::tid_of(lb, s);
     let mut tuple_lock: Option<TupleLock> = None;
-    loop {
-        let Some(l) = storage::lock(t, b, true) else {
-            return Acquired::Fail(pg_sys::TM_Result::TM_Deleted);
+    let key_intact = mode != EXCL;
+    let oper = if is_delete {
+        pg_sys::XLTW_Oper::XLTW_Delete
+    } else {
+        pg_sys::XLTW_Oper::XLTW_Update
+    };
+    let status = status_for(mode, true);
+    'l2: loop {
+        let Some(l) = lock_version(t, lb, s) else {
+            return Outcome::Fail(pg_sys::TM_Result::TM_Deleted);
         };
-        if !storage::slot_in_range(&l, s) || l.row(s).state() != crate::storage::block::ST_NORMAL {
-            return Acquired::Fail(pg_sys::TM_Result::TM_Deleted);
-        }
         let h = l.row(s);
+        let mut checked_lockers = false;
+        let mut locker_remains = false;
         let res = mvcc::satisfies_update(h, cid);
-        match res {
-            pg_sys::TM_Result::TM_Ok => return Acquired::Ok(l, tuple_lock),
-            pg_sys::TM_Result::TM_BeingModified => {
-                let is_multi = h.infomask() & HEAP_XMAX_IS_MULTI != 0;
-                let xwait = match conflicting_holder(h, mode) {
-                    Holder::Compatible => return Acquired::Ok(l, tuple_lock),
-                    Holder::Changed => continue,
-                    Holder::Conflict(x) => x,
-                };
-                drop(l);
-                match policy {
-                    pg_sys::LockWaitPolicy::LockWaitSkip => {
-                        return Acquired::Fail(pg_sys::TM_Result::TM_WouldBlock)
-                    }
-                    pg_sys::LockWaitPolicy::LockWaitError => {
-                        ereport!(
-                            PgLogLevel::ERROR,
-                            PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
-                            format!("could not obtain lock on row in relation \"{}\"", unsafe {
-                                ffi::rel_name(rel)
-                            })
+        if res == pg_sys::TM_Result::TM_BeingModified && wait {
+            let xwait = h.xmax;
+            let infomask = h.infomask();
+            let mut can_continue = false;
+            if infomask & HEAP_XMAX_IS_MULTI != 0 {
+                let (conflict, current_is_member) = multi_conflicts(xwait, infomask, mode);
+                if conflict {
+                    drop(l);
+                    if !current_is_member {
+                        acquire_tuplock(
+                            rel,
+                            &mut tid,
+                            mode,
+                            pg_sys::LockWaitPolicy::LockWaitBlock,
+                            &mut tuple_lock,
                         );
                     }
-                    _ => {}
+                    let (_, remain) =
+                        multi_wait(rel, &mut tid, xwait, status, infomask, oper, false);
+                    checked_lockers = true;
+                    locker_remains = remain != 0;
+                    let Some(l2) = lock_version(t, lb, s) else {
+                        return Outcome::Fail(pg_sys::TM_Result::TM_Deleted);
+                    };
+                    let h2 = l2.row(s);
+                    if xmax_infomask_changed(h2.infomask(), infomask) || h2.xmax != xwait {
+                        continue 'l2;
+                    }
+                    return finish_write(
+                        l2,
+                        s,
+                        tid,
+                        tuple_lock,
+                        is_delete,
+                        checked_lockers,
+                        locker_remains,
+                        tmfd,
+                    );
                 }
-                if tuple_lock.is_none() {
-                    let hw = hwlock(mode);
-                    unsafe { pg_sys::LockTuple(rel, &mut tid, hw) };
-                    tuple_lock = Some(TupleLock { rel, tid, mode: hw });
+                if is_delete {
+                    return finish_write(l, s, tid, tuple_lock, true, false, false, tmfd);
                 }
-                wait_for(rel, &mut tid, xwait, is_multi, mode, oper);
-                continue;
+                let update_xact = if !xmax_is_locked_only(h.infomask()) {
+                    mvcc::update_xid(h)
+                } else {
+                    0
+                };
+                if !ffi::xid_valid(update_xact) || mvcc::did_abort(update_xact) {
+                    can_continue = true;
+                }
+            } else if mvcc::is_current(xwait) {
+                if is_delete {
+                    return finish_write(l, s, tid, tuple_lock, true, false, false, tmfd);
+                }
+                checked_lockers = true;
+                locker_remains = true;
+                can_continue = true;
+            } else if !is_delete && keyshr_locked(infomask) && key_intact {
+                checked_lockers = true;
+                locker_remains = true;
+                can_continue = true;
+            } else {
+                drop(l);
+                acquire_tuplock(
+                    rel,
+                    &mut tid,
+                    mode,
+                    pg_sys::LockWaitPolicy::LockWaitBlock,
+                    &mut tuple_lock,
+                );
+                xact_wait(rel, &mut tid, xwait, oper);
+                checked_lockers = true;
+                let Some(l2) = lock_version(t, lb, s) else {
+                    return Outcome::Fail(pg_sys::TM_Result::TM_Deleted);
+                };
+                let h2 = l2.row(s);
+                if xmax_infomask_changed(h2.infomask(), infomask) || h2.xmax != xwait {
+                    continue 'l2;
+                }
+                update_xmax_hint(h2);
+                if is_delete {
+                    return finish_write(l2, s, tid, tuple_lock, true, true, false, tmfd);
+                }
+                let can = h2.infomask() & HEAP_XMAX_INVALID != 0;
+                return decide(l2, s, tid, tuple_lock, can, checked_lockers, false, tmfd);
             }
-            _ => {
-                fill_tmfd(h, tid, res, tmfd);
-                return Acquired::Fail(res);
-            }
+            return decide(
+                l,
+                s,
+                tid,
+                tuple_lock,
+                can_continue,
+                checked_lockers,
+                locker_remains,
+                tmfd,
+            );
         }
+        if res == pg_sys::TM_Result::TM_BeingModified {
+            // not waiting (table_tuple_update/delete with wait = false)
+            fill_tmfd(h, tid, res, tmfd);
+            return Outcome::Fail(res);
+        }
+        if res != pg_sys::TM_Result::TM_Ok {
+            if res != pg_sys::TM_Result::TM_Invisible {
+                fill_tmfd(h, tid, res, tmfd);
+            }
+            return Outcome::Fail(res);
+        }
+        return Outcome::Ok(Acquired {
+            l,
+            tuple_lock,
+            checked_lockers,
+            locker_remains,
+        });
     }
 }
 
-/// The lockers an UPDATE must carry over to the new version (heap_update's `xmax_new_tuple`):
-/// key-share lockers that are still running keep their lock on the row's newest version.
-pub fn lockers_to_carry(h: &RowHdr) -> Option<(u32, u16)> {
+/// heap_update's verdict after dealing with the holders: proceed, or report Updated/Deleted.
+fn decide(
+    l: Locked,
+    s: u32,
+    tid: pg_sys::ItemPointerData,
+    tuple_lock: Option<TupleLock>,
+    can_continue: bool,
+    checked_lockers: bool,
+    locker_remains: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+) -> Outcome {
+    if can_continue {
+        return Outcome::Ok(Acquired {
+            l,
+            tuple_lock,
+            checked_lockers,
+            locker_remains,
+        });
+    }
+    let h = l.row(s);
+    let res = if h.has_next() || h.is_moved() {
+        pg_sys::TM_Result::TM_Updated
+    } else {
+        pg_sys::TM_Result::TM_Deleted
+    };
+    fill_tmfd(h, tid, res, tmfd);
+    Outcome::Fail(res)
+}
+
+/// heap_delete's verdict: we may overwrite if the previous xmax aborted or only locked.
+fn finish_write(
+    l: Locked,
+    s: u32,
+    tid: pg_sys::ItemPointerData,
+    tuple_lock: Option<TupleLock>,
+    is_delete: bool,
+    checked_lockers: bool,
+    locker_remains: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+) -> Outcome {
+    if !is_delete {
+        // heap_update after waiting on a multixact
+        let h = l.row(s);
+        let update_xact = if !xmax_is_locked_only(h.infomask()) {
+            mvcc::update_xid(h)
+        } else {
+            0
+        };
+        let can = !ffi::xid_valid(update_xact) || mvcc::did_abort(update_xact);
+        return decide(l, s, tid, tuple_lock, can, checked_lockers, locker_remains, tmfd);
+    }
+    let h = l.row(s);
     let m = h.infomask();
-    if m & HEAP_XMAX_INVALID != 0 || !xmax_is_locked_only(m) {
+    let ok = m & HEAP_XMAX_INVALID != 0 || xmax_is_locked_only(m) || mvcc::is_only_locked(h);
+    decide(l, s, tid, tuple_lock, ok, checked_lockers, locker_remains, tmfd)
+}
+
+/// heap_update's xmax for the new version: the old version's lockers that are still around (or
+/// were not checked) keep their lock on the row's newest version.
+pub fn xmax_for_new_version(h: &RowHdr, a: &Acquired) -> Option<(u32, u16)> {
+    let m = h.infomask();
+    if m & HEAP_XMAX_INVALID != 0 || (a.checked_lockers && !a.locker_remains) {
+        return None;
+    }
+    if !xmax_is_locked_only(m) && m & HEAP_XMAX_IS_MULTI == 0 {
+        // a single updater that aborted: nothing to carry
         return None;
     }
     if m & HEAP_XMAX_IS_MULTI != 0 {
-        if !mvcc::multi_running(h.xmax, true) {
-            return None;
-        }
         let (bits, _) = multi_hint_bits(h.xmax);
         return Some((h.xmax, bits));
-    }
-    if mvcc::is_current(h.xmax) || !mvcc::in_progress(h.xmax) {
-        return None;
     }
     Some((h.xmax, HEAP_XMAX_KEYSHR_LOCK | HEAP_XMAX_LOCK_ONLY))
 }
 
-/// heap_lock_updated_tuple: a row lock taken on a version whose update is still in progress is
-/// also placed on the newer versions, so it keeps protecting the row once the update commits.
-pub fn lock_newer_versions(
+/// heap_lock_tuple: lock version (lb, s) in `mode`. On TM_Ok the row's xmax holds our lock; on
+/// failure `tmfd` describes the newer version. `follow_updates` also locks newer versions of an
+/// update still in progress (heap_lock_updated_tuple), so the lock survives it.
+pub fn lock_tuple(
     rel: pg_sys::Relation,
     t: TableRef,
-    mut b: u32,
-    mut s: u32,
-    mut prior: u32,
+    lb: u32,
+    s: u32,
+    cid: u32,
     mode: Mode,
-    add: u32,
-) {
-    for _ in 0..100_000 {
-        let Some(l) = storage::lock(t, b, true) else {
-            return;
+    policy: pg_sys::LockWaitPolicy::Type,
+    follow_updates: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+) -> u32 {
+    use pg_sys::TM_Result::*;
+    let mut tid = crate::storage::tid_of(lb, s);
+    let mut tuple_lock: Option<TupleLock> = None;
+    let mut first_time = true;
+    let mut skip_tuple_lock = false;
+    let me = unsafe { pg_sys::GetCurrentTransactionId().into_inner() };
+    'l3: loop {
+        let Some(mut l) = lock_version(t, lb, s) else {
+            return TM_Deleted;
         };
-        if !storage::slot_in_range(&l, s) || l.row(s).state() != crate::storage::block::ST_NORMAL {
-            return;
-        }
         let h = l.row(s);
-        if h.xmin != prior {
-            return;
+        let mut result = mvcc::satisfies_update(h, cid);
+        if result == TM_Invisible {
+            return TM_Invisible;
         }
-        let m = h.infomask();
-        if m & HEAP_XMAX_INVALID == 0 {
-            match conflicting_holder(h, mode) {
-                Holder::Conflict(x) => {
-                    let multi = m & HEAP_XMAX_IS_MULTI != 0;
-                    drop(l);
-                    let mut tid = crate::am::tid_of(b, s);
-                    wait_for(
-                        rel,
-                        &mut tid,
-                        x,
-                        multi,
-                        mode,
-                        pg_sys::XLTW_Oper::XLTW_LockUpdated,
-                    );
-                    continue;
-                }
-                Holder::Changed => {
-                    // the holder finished: look again (it may have committed an update)
-                    if !(m & HEAP_XMAX_IS_MULTI == 0
-                        && !xmax_is_locked_only(m)
-                        && mvcc::did_commit(h.xmax))
-                    {
-                        drop(l);
-                        continue;
+        if result == TM_BeingModified || result == TM_Updated || result == TM_Deleted {
+            let mut require_sleep;
+            let xwait = h.xmax;
+            let infomask = h.infomask();
+            let keys = h.has_flag(F_KEYS_UPDATED);
+            let t_ctid = h.next();
+            let moved = h.is_moved();
+            drop(l);
+            if first_time {
+                first_time = false;
+                if infomask & HEAP_XMAX_IS_MULTI != 0 {
+                    for (x, st) in members(xwait, xmax_is_locked_only(infomask)) {
+                        if !mvcc::is_current(x) {
+                            continue;
+                        }
+                        if status_mode(st) >= mode {
+                            return TM_Ok;
+                        }
+                        skip_tuple_lock = true;
+                    }
+                } else if mvcc::is_current(xwait) {
+                    let held = match mode {
+                        KEY_SHARE => true,
+                        SHARE => shr_locked(infomask) || excl_locked(infomask),
+                        NO_KEY_EXCL => excl_locked(infomask),
+                        _ => excl_locked(infomask) && keys,
+                    };
+                    if held {
+                        return TM_Ok;
                     }
                 }
-                Holder::Compatible => {}
+            }
+            require_sleep = true;
+            let updated = !xmax_is_locked_only(infomask);
+            let relock = || lock_version(t, lb, s);
+            if mode == KEY_SHARE {
+                if !keys {
+                    if follow_updates && updated && !moved {
+                        if let Some(next) = t_ctid {
+                            let r = lock_updated(rel, t, infomask, xwait, next, me, mode);
+                            if r != TM_Ok {
+                                let Some(l2) = relock() else { return TM_Deleted };
+                                fill_tmfd(l2.row(s), tid, r, tmfd);
+                                return r;
+                            }
+                        }
+                    }
+                    let Some(l2) = relock() else { return TM_Deleted };
+                    let h2 = l2.row(s);
+                    if !mvcc::is_only_locked(h2) && (h2.has_flag(F_KEYS_UPDATED) || !updated) {
+                        continue 'l3;
+                    }
+                    require_sleep = false;
+                    l = l2;
+                } else {
+                    l = match relock() {
+                        Some(x) => x,
+                        None => return TM_Deleted,
+                    };
+                }
+            } else if mode == SHARE && xmax_is_locked_only(infomask) && !excl_locked(infomask) {
+                let Some(l2) = relock() else { return TM_Deleted };
+                let m2 = l2.row(s).infomask();
+                if !xmax_is_locked_only(m2) || excl_locked(m2) {
+                    continue 'l3;
+                }
+                require_sleep = false;
+                l = l2;
+            } else if mode == NO_KEY_EXCL
+                && ((infomask & HEAP_XMAX_IS_MULTI != 0
+                    && !multi_conflicts(xwait, infomask, mode).0)
+                    || (infomask & HEAP_XMAX_IS_MULTI == 0 && keyshr_locked(infomask)))
+            {
+                let Some(l2) = relock() else { return TM_Deleted };
+                let h2 = l2.row(s);
+                if xmax_infomask_changed(h2.infomask(), infomask) || h2.xmax != xwait {
+                    continue 'l3;
+                }
+                require_sleep = false;
+                l = l2;
+            } else {
+                l = match relock() {
+                    Some(x) => x,
+                    None => return TM_Deleted,
+                };
+            }
+            if require_sleep && infomask & HEAP_XMAX_IS_MULTI == 0 && mvcc::is_current(xwait) {
+                let h2 = l.row(s);
+                if xmax_infomask_changed(h2.infomask(), infomask) || h2.xmax != xwait {
+                    continue 'l3;
+                }
+                require_sleep = false;
+            }
+            if require_sleep && (result == TM_Updated || result == TM_Deleted) {
+                fill_tmfd(l.row(s), tid, result, tmfd);
+                return result;
+            } else if require_sleep {
+                drop(l);
+                if !skip_tuple_lock
+                    && !acquire_tuplock(rel, &mut tid, mode, policy, &mut tuple_lock)
+                {
+                    return would_block(t, lb, s, tid, tmfd);
+                }
+                if infomask & HEAP_XMAX_IS_MULTI != 0 {
+                    let status = status_for(mode, false);
+                    let nowait = policy != pg_sys::LockWaitPolicy::LockWaitBlock;
+                    let (done, _) = multi_wait(
+                        rel,
+                        &mut tid,
+                        xwait,
+                        status,
+                        infomask,
+                        pg_sys::XLTW_Oper::XLTW_Lock,
+                        nowait,
+                    );
+                    if !done {
+                        if policy == pg_sys::LockWaitPolicy::LockWaitError {
+                            lock_not_available(rel);
+                        }
+                        return would_block(t, lb, s, tid, tmfd);
+                    }
+                } else if policy == pg_sys::LockWaitPolicy::LockWaitBlock {
+                    xact_wait(rel, &mut tid, xwait, pg_sys::XLTW_Oper::XLTW_Lock);
+                } else if !guard::catch(|| unsafe { raw::ConditionalXactLockTableWait(xid(xwait)) })
+                {
+                    if policy == pg_sys::LockWaitPolicy::LockWaitError {
+                        lock_not_available(rel);
+                    }
+                    return would_block(t, lb, s, tid, tmfd);
+                }
+                if follow_updates && updated && !moved {
+                    if let Some(next) = t_ctid {
+                        let r = lock_updated(rel, t, infomask, xwait, next, me, mode);
+                        if r != TM_Ok {
+                            let Some(l2) = relock() else { return TM_Deleted };
+                            fill_tmfd(l2.row(s), tid, r, tmfd);
+                            return r;
+                        }
+                    }
+                }
+                let Some(l2) = relock() else { return TM_Deleted };
+                let h2 = l2.row(s);
+                if xmax_infomask_changed(h2.infomask(), infomask) || h2.xmax != xwait {
+                    continue 'l3;
+                }
+                if infomask & HEAP_XMAX_IS_MULTI == 0 {
+                    update_xmax_hint(h2);
+                }
+                l = l2;
+            }
+            let h2 = l.row(s);
+            let m2 = h2.infomask();
+            result = if !require_sleep
+                || m2 & HEAP_XMAX_INVALID != 0
+                || xmax_is_locked_only(m2)
+                || mvcc::is_only_locked(h2)
+            {
+                TM_Ok
+            } else if h2.has_next() || h2.is_moved() {
+                TM_Updated
+            } else {
+                TM_Deleted
+            };
+        }
+        if result != TM_Ok {
+            fill_tmfd(l.row(s), tid, result, tmfd);
+            return result;
+        }
+        // set our lock
+        let h = l.row(s);
+        unsafe { pg_sys::MultiXactIdSetOldestMember() };
+        let (x, bits, keys) = compute_new_xmax(
+            h.xmax,
+            h.infomask(),
+            h.has_flag(F_KEYS_UPDATED),
+            me,
+            mode,
+            false,
+        );
+        let unchanged = x == h.xmax
+            && h.infomask() & HEAP_XMAX_BITS == bits
+            && h.has_flag(F_KEYS_UPDATED) == keys;
+        if !unchanged {
+            storage::set_xmax(&l, s, x, bits, keys, None);
+            if xmax_is_locked_only(bits) {
+                // a lock-only xmax: the row is not updated (an aborted updater's link goes)
+                let hh = l.row(s);
+                hh.clear_flag(F_HOT_UPDATED);
+                if !hh.is_moved() {
+                    hh.clear_ctid();
+                }
             }
         }
-        let was_update = m & HEAP_XMAX_INVALID == 0 && !xmax_is_locked_only(m) && h.has_next();
-        let (next_b, next_s, next_prior) = (h.next_block, h.next_slot, mvcc::update_xid(h));
-        let (x, bits, keys) = compute_new_xmax(h, add, mode, false);
-        if !(x == h.xmax && h.infomask() & HEAP_XMAX_BITS == bits) {
+        drop(tuple_lock);
+        return TM_Ok;
+    }
+}
+
+fn would_block(
+    t: TableRef,
+    lb: u32,
+    s: u32,
+    tid: pg_sys::ItemPointerData,
+    tmfd: *mut pg_sys::TM_FailureData,
+) -> u32 {
+    if let Some(l) = lock_version(t, lb, s) {
+        fill_tmfd(l.row(s), tid, pg_sys::TM_Result::TM_WouldBlock, tmfd);
+    }
+    pg_sys::TM_Result::TM_WouldBlock
+}
+
+/// test_lockmode_for_conflict: (result, need to wait).
+fn lockmode_conflict(st: Status, x: u32, mode: Mode, h: &RowHdr) -> (u32, bool) {
+    use pg_sys::TM_Result::*;
+    let wanted = status_for(mode, false);
+    if mvcc::is_current(x) {
+        return (TM_SelfModified, false);
+    }
+    if mvcc::in_progress(x) {
+        return (TM_Ok, modes_conflict(status_mode(st), status_mode(wanted)));
+    }
+    if mvcc::did_abort(x) {
+        return (TM_Ok, false);
+    }
+    if mvcc::did_commit(x) {
+        if !status_is_update(st) {
+            return (TM_Ok, false);
+        }
+        if modes_conflict(status_mode(st), status_mode(wanted)) {
+            return (
+                if h.has_next() || h.is_moved() { TM_Updated } else { TM_Deleted },
+                false,
+            );
+        }
+    }
+    (TM_Ok, false)
+}
+
+/// heap_lock_updated_tuple(_rec): puts our `mode` lock on every newer version of an update whose
+/// chain starts at `next`, waiting for conflicting holders on the way.
+fn lock_updated(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    prior_infomask: u16,
+    prior_raw_xmax: u32,
+    next: (u32, u16),
+    me: u32,
+    mode: Mode,
+) -> u32 {
+    use pg_sys::TM_Result::*;
+    unsafe { pg_sys::MultiXactIdSetOldestMember() };
+    let mut prior = if prior_infomask & HEAP_XMAX_IS_MULTI != 0 {
+        mvcc::update_xid_raw(prior_raw_xmax, prior_infomask)
+    } else {
+        prior_raw_xmax
+    };
+    let Some((mut lb, mut s)) = crate::storage::decode_tid_parts(next.0, next.1) else {
+        return TM_Ok;
+    };
+    loop {
+        pgrx::check_for_interrupts!();
+        let Some(l) = lock_version(t, lb, s) else {
+            return TM_Ok;
+        };
+        let h = l.row(s);
+        if ffi::xid_valid(prior) && h.xmin != prior {
+            return TM_Ok;
+        }
+        if mvcc::did_abort(h.xmin) {
+            return TM_Ok;
+        }
+        let m = h.infomask();
+        let mut skip = false;
+        if m & HEAP_XMAX_INVALID == 0 {
+            let holders: Vec<(u32, Status)> = if m & HEAP_XMAX_IS_MULTI != 0 {
+                members(h.xmax, xmax_is_locked_only(m))
+            } else {
+                vec![(h.xmax, single_status(m, h.has_flag(F_KEYS_UPDATED)))]
+            };
+            for (x, st) in holders {
+                let (r, needwait) = lockmode_conflict(st, x, mode, h);
+                if r == TM_SelfModified {
+                    skip = true;
+                    break;
+                }
+                if needwait {
+                    drop(l);
+                    let mut tid = crate::storage::tid_of(lb, s);
+                    xact_wait(rel, &mut tid, x, pg_sys::XLTW_Oper::XLTW_LockUpdated);
+                    // look at this version again
+                    return lock_updated_from(rel, t, prior, lb, s, me, mode);
+                }
+                if r != TM_Ok {
+                    return r;
+                }
+            }
+        }
+        if !skip {
+            let (x, bits, keys) =
+                compute_new_xmax(h.xmax, m, h.has_flag(F_KEYS_UPDATED), me, mode, false);
             storage::set_xmax(&l, s, x, bits, keys, None);
         }
-        if !was_update || next_s == crate::storage::block::MOVED_SLOT {
-            return;
+        let h = l.row(s);
+        let m = h.infomask();
+        if m & HEAP_XMAX_INVALID != 0 || h.is_moved() || !h.has_next() || mvcc::is_only_locked(h) {
+            return TM_Ok;
         }
-        b = next_b;
-        s = next_s;
-        prior = next_prior;
+        prior = mvcc::update_xid(h);
+        let Some((p, o)) = h.next() else { return TM_Ok };
+        let Some((nlb, ns)) = crate::storage::decode_tid_parts(p, o) else {
+            return TM_Ok;
+        };
+        lb = nlb;
+        s = ns;
     }
+}
+
+fn lock_updated_from(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    prior: u32,
+    lb: u32,
+    s: u32,
+    me: u32,
+    mode: Mode,
+) -> u32 {
+    // re-enter the loop at (lb, s) with the same prior xmin: encode as a "prior update" of a
+    // plain xid so lock_updated resolves it to `prior`
+    let (p, o) = crate::storage::block::tid::encode(crate::storage::arena::vpb(), lb, s);
+    lock_updated(rel, t, 0, prior, (p, o), me, mode)
 }
 
 /// Lockers that joined the old version's xmax (as a multixact) while our update of it was in
@@ -478,8 +1001,7 @@ pub fn late_lockers(h: &RowHdr, me: u32) -> Vec<(u32, Mode)> {
     if m & HEAP_XMAX_INVALID != 0 || m & HEAP_XMAX_IS_MULTI == 0 {
         return Vec::new();
     }
-    members(h.xmax)
-        .0
+    members(h.xmax, false)
         .into_iter()
         .filter(|&(x, st)| {
             x != me && !status_is_update(st) && !mvcc::is_current(x) && mvcc::in_progress(x)

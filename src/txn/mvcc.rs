@@ -3,27 +3,10 @@
 //! multixact update xids are resolved with PostgreSQL's own functions on a stack copy of the
 //! header. Hint bits are set with an atomic OR (callers hold the block lock, shared or exclusive).
 use crate::ffi::xid;
-use crate::storage::block::{RowHdr, F_KEYS_UPDATED, F_SPECULATIVE};
+pub use crate::storage::block::infomask::*;
+use crate::storage::block::{RowHdr, F_KEYS_UPDATED};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-
-pub const HEAP_XMAX_KEYSHR_LOCK: u16 = 0x0010;
-pub const HEAP_COMBOCID: u16 = 0x0020;
-pub const HEAP_XMAX_EXCL_LOCK: u16 = 0x0040;
-pub const HEAP_XMAX_LOCK_ONLY: u16 = 0x0080;
-pub const HEAP_XMAX_SHR_LOCK: u16 = HEAP_XMAX_EXCL_LOCK | HEAP_XMAX_KEYSHR_LOCK;
-pub const HEAP_LOCK_MASK: u16 = HEAP_XMAX_SHR_LOCK | HEAP_XMAX_EXCL_LOCK | HEAP_XMAX_KEYSHR_LOCK;
-pub const HEAP_XMIN_COMMITTED: u16 = 0x0100;
-pub const HEAP_XMIN_INVALID: u16 = 0x0200;
-pub const HEAP_XMIN_FROZEN: u16 = HEAP_XMIN_COMMITTED | HEAP_XMIN_INVALID;
-pub const HEAP_XMAX_COMMITTED: u16 = 0x0400;
-pub const HEAP_XMAX_INVALID: u16 = 0x0800;
-pub const HEAP_XMAX_IS_MULTI: u16 = 0x1000;
-pub const HEAP_XMAX_BITS: u16 = HEAP_XMAX_COMMITTED
-    | HEAP_XMAX_INVALID
-    | HEAP_XMAX_IS_MULTI
-    | HEAP_LOCK_MASK
-    | HEAP_XMAX_LOCK_ONLY;
 
 const HEAP_KEYS_UPDATED_2: u16 = 0x2000;
 
@@ -59,6 +42,10 @@ pub fn did_commit(x: u32) -> bool {
     unsafe { pg_sys::TransactionIdDidCommit(xid(x)) }
 }
 #[inline]
+pub fn did_abort(x: u32) -> bool {
+    unsafe { pg_sys::TransactionIdDidAbort(xid(x)) }
+}
+#[inline]
 fn in_snapshot(x: u32, snap: pg_sys::Snapshot) -> bool {
     unsafe { pg_sys::XidInMVCCSnapshot(xid(x), snap) }
 }
@@ -77,13 +64,41 @@ fn fake(h: &RowHdr) -> pg_sys::HeapTupleHeaderData {
     t.t_choice.t_heap.t_xmin = xid(h.xmin);
     t.t_choice.t_heap.t_xmax = xid(h.xmax);
     t.t_choice.t_heap.t_field3.t_cid = h.cid;
-    t.t_infomask = h.infomask();
-    t.t_infomask2 = if h.flags & F_KEYS_UPDATED != 0 {
+    t.t_infomask = h.infomask() & HEAP_VISIBILITY_BITS;
+    t.t_infomask2 = if h.has_flag(F_KEYS_UPDATED) {
         HEAP_KEYS_UPDATED_2
     } else {
         0
     };
     t
+}
+
+/// A stack header with just an xmax and its bits (for PostgreSQL's multixact helpers).
+fn fake_xmax(xmax: u32, infomask: u16, keys_updated: bool) -> pg_sys::HeapTupleHeaderData {
+    let mut t: pg_sys::HeapTupleHeaderData = unsafe { std::mem::zeroed() };
+    t.t_choice.t_heap.t_xmax = xid(xmax);
+    t.t_infomask = infomask & HEAP_VISIBILITY_BITS;
+    t.t_infomask2 = if keys_updated { HEAP_KEYS_UPDATED_2 } else { 0 };
+    t
+}
+
+/// The updating xid of an xmax (resolving a multixact); 0 when it only locks.
+pub fn update_xid_raw(xmax: u32, infomask: u16) -> u32 {
+    if infomask & HEAP_XMAX_INVALID == 0
+        && infomask & HEAP_XMAX_IS_MULTI != 0
+        && !xmax_is_locked_only(infomask)
+    {
+        let mut t = fake_xmax(xmax, infomask, false);
+        unsafe { pg_sys::HeapTupleGetUpdateXid(&mut t).into_inner() }
+    } else {
+        xmax
+    }
+}
+
+/// HeapTupleHeaderIsOnlyLocked: the xmax does not (or no longer: its updater aborted) update.
+pub fn is_only_locked(h: &RowHdr) -> bool {
+    let mut t = fake(h);
+    unsafe { pg_sys::HeapTupleHeaderIsOnlyLocked(&mut t) }
 }
 
 pub fn cmin(h: &RowHdr) -> u32 {
@@ -216,8 +231,8 @@ fn satisfies_self_dirty(h: &RowHdr, dirty: Option<pg_sys::Snapshot>) -> bool {
         } else if in_progress(h.xmin) {
             if let Some(s) = dirty {
                 // dirty: an in-progress insert is visible, the caller may wait for it
-                if h.flags & F_SPECULATIVE != 0 {
-                    unsafe { (*s).speculativeToken = h.next_slot };
+                if let Some(tok) = h.spec_token() {
+                    unsafe { (*s).speculativeToken = tok };
                 }
                 unsafe { (*s).xmin = xid(h.xmin) };
                 return true;
@@ -447,7 +462,14 @@ pub fn satisfies_update(h: &RowHdr, curcid: u32) -> u32 {
         }
     }
     let m = h.infomask();
-    let updated_or_deleted = || if h.has_next() { TM_Updated } else { TM_Deleted };
+    // heap: t_ctid != t_self means updated (a row moved to another partition counts as updated)
+    let updated_or_deleted = || {
+        if h.has_next() || h.is_moved() {
+            TM_Updated
+        } else {
+            TM_Deleted
+        }
+    };
     if m & HEAP_XMAX_INVALID != 0 {
         return TM_Ok;
     }

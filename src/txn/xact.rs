@@ -2,6 +2,10 @@
 //! aborts; one replaced (TRUNCATE, rewrite) or dropped (DROP TABLE/SCHEMA/DATABASE) is freed when
 //! it commits — the arena counterpart of PostgreSQL's pending file deletions. Subtransactions
 //! are tracked by nesting level. DROP is observed through `object_access_hook`.
+//!
+//! Two-phase commit: at PREPARE TRANSACTION the pending actions move into shared memory under the
+//! transaction's GID, and COMMIT PREPARED / ROLLBACK PREPARED (in any backend, observed through
+//! `ProcessUtility_hook`) apply them once PostgreSQL has finished the prepared transaction.
 use crate::am;
 use crate::storage::modify as storage;
 use crate::storage::tabledir::{self, RelKey, TableRef};
@@ -10,6 +14,7 @@ use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::ffi::c_void;
 
+#[derive(Clone, Copy)]
 enum Action {
     DropOnCommit(RelKey),
     DropOnAbort(RelKey),
@@ -26,6 +31,214 @@ thread_local! {
 }
 
 static mut PREV_OBJECT_ACCESS: pg_sys::object_access_hook_type = None;
+static mut PREV_PROCESS_UTILITY: pg_sys::ProcessUtility_hook_type = None;
+static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
+static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
+
+thread_local! {
+    /// GID of the PREPARE TRANSACTION this backend is executing.
+    static PREPARING_GID: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+}
+
+// ---------------------------------------------------------------- prepared transactions
+
+const GIDSIZE: usize = 200;
+const TWOPHASE_SLOTS: usize = 1024;
+
+#[repr(C)]
+struct PreparedAction {
+    used: u32,
+    kind: u32,
+    gid_len: u32,
+    gid: [u8; GIDSIZE],
+    key: RelKey,
+    table: TableRef,
+}
+
+#[repr(C)]
+struct TwoPhase {
+    lock: pg_sys::LWLock,
+    slots: [PreparedAction; TWOPHASE_SLOTS],
+}
+
+static mut TWOPHASE: *mut TwoPhase = std::ptr::null_mut();
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_request() {
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_REQUEST {
+            prev();
+        }
+        pg_sys::RequestAddinShmemSpace(std::mem::size_of::<TwoPhase>());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_startup() {
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP {
+            prev();
+        }
+        let init_lock = crate::ffi::addin_shmem_init_lock();
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let p = pg_sys::ShmemInitStruct(
+            c"pg_scoot prepared actions".as_ptr(),
+            std::mem::size_of::<TwoPhase>(),
+            &mut found,
+        ) as *mut TwoPhase;
+        if !found {
+            std::ptr::write_bytes(p as *mut u8, 0, std::mem::size_of::<TwoPhase>());
+            pg_sys::LWLockInitialize(&mut (*p).lock, crate::storage::arena::ctl().tranche);
+        }
+        TWOPHASE = p;
+        pg_sys::LWLockRelease(init_lock);
+    }
+}
+
+fn with_twophase<R>(f: impl FnOnce(&mut TwoPhase) -> R) -> R {
+    unsafe {
+        let tp = &mut *TWOPHASE;
+        let _g = crate::storage::arena::LwGuard::exclusive(&mut tp.lock);
+        f(tp)
+    }
+}
+
+fn encode(a: &Action) -> (u32, RelKey, TableRef) {
+    let none = TableRef { id: 0, gen: 0 };
+    match *a {
+        Action::DropOnCommit(k) => (1, k, none),
+        Action::DropOnAbort(k) => (2, k, none),
+        Action::RekeyOnAbort(t, k) => (3, k, t),
+    }
+}
+
+fn decode(kind: u32, key: RelKey, t: TableRef) -> Action {
+    match kind {
+        1 => Action::DropOnCommit(key),
+        2 => Action::DropOnAbort(key),
+        _ => Action::RekeyOnAbort(t, key),
+    }
+}
+
+/// Moves this transaction's pending actions under `gid` (at PREPARE). Errors if there is no room
+/// (checked before PostgreSQL writes the prepared state, at PRE_PREPARE).
+fn store_prepared(gid: &[u8], actions: &[Action], check_only: bool) {
+    let ok = with_twophase(|tp| {
+        let free = tp.slots.iter().filter(|s| s.used == 0).count();
+        if free < actions.len() {
+            return false;
+        }
+        if check_only {
+            return true;
+        }
+        let mut it = tp.slots.iter_mut().filter(|s| s.used == 0);
+        for a in actions {
+            let s = it.next().unwrap();
+            let (kind, key, table) = encode(a);
+            s.kind = kind;
+            s.key = key;
+            s.table = table;
+            s.gid_len = gid.len() as u32;
+            s.gid[..gid.len()].copy_from_slice(gid);
+            s.used = 1;
+        }
+        true
+    });
+    if !ok {
+        crate::ffi::error_hint(
+            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            "too many prepared transactions with DDL on scoot tables",
+            "Commit or roll back prepared transactions (pg_prepared_xacts).",
+        );
+    }
+}
+
+/// Takes the actions a prepared transaction left (at COMMIT/ROLLBACK PREPARED).
+fn take_prepared(gid: &[u8]) -> Vec<Action> {
+    with_twophase(|tp| {
+        let mut v = Vec::new();
+        for s in tp.slots.iter_mut() {
+            if s.used != 0 && &s.gid[..s.gid_len as usize] == gid {
+                v.push(decode(s.kind, s.key, s.table));
+                s.used = 0;
+            }
+        }
+        v
+    })
+}
+
+#[pg_guard]
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C-unwind" fn process_utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query_string: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    crate::ffi::guard::boundary(|| unsafe {
+        let node = (*pstmt).utilityStmt;
+        let mut finishing: Option<(Vec<u8>, bool)> = None;
+        if !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_TransactionStmt {
+            let ts = node as *mut pg_sys::TransactionStmt;
+            let gid = || std::ffi::CStr::from_ptr((*ts).gid).to_bytes().to_vec();
+            match (*ts).kind {
+                pg_sys::TransactionStmtKind::TRANS_STMT_PREPARE => {
+                    PREPARING_GID.with(|g| *g.borrow_mut() = Some(gid()));
+                }
+                pg_sys::TransactionStmtKind::TRANS_STMT_COMMIT_PREPARED => {
+                    finishing = Some((gid(), true))
+                }
+                pg_sys::TransactionStmtKind::TRANS_STMT_ROLLBACK_PREPARED => {
+                    finishing = Some((gid(), false))
+                }
+                _ => {}
+            }
+        }
+        // every utility statement passes here: its errors must reach the client unchanged
+        crate::ffi::guard::catch(|| match PREV_PROCESS_UTILITY {
+            Some(prev) => prev(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+            None => crate::ffi::guard::raw::standard_ProcessUtility(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+        });
+        // the prepared transaction is finished: its scoot storage follows
+        if let Some((gid, commit)) = finishing {
+            if crate::storage::arena::is_ready() {
+                let actions = take_prepared(&gid);
+                if commit {
+                    for a in &actions {
+                        apply(a, true);
+                    }
+                } else {
+                    for a in actions.iter().rev() {
+                        apply(a, false);
+                    }
+                }
+            }
+        }
+    })
+}
 
 fn level() -> i32 {
     unsafe { pg_sys::GetCurrentTransactionNestLevel() }
@@ -77,18 +290,26 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             }
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
+            PREPARING_GID.with(|g| g.borrow_mut().take());
             let list = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
             for p in list.iter().rev() {
                 apply(&p.action, false);
             }
         }
         XACT_EVENT_PRE_PREPARE => {
-            if PENDING.with(|p| !p.borrow().is_empty()) {
-                ereport!(
-                    PgLogLevel::ERROR,
-                    PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                    "cannot PREPARE a transaction that created, truncated, rewrote or dropped a scoot table"
-                );
+            // make sure the actions will fit before PostgreSQL writes the prepared state
+            let n = PENDING.with(|p| p.borrow().len());
+            if n > 0 {
+                let dummy = vec![Action::DropOnCommit(RelKey::default()); n];
+                store_prepared(b"", &dummy, true);
+            }
+        }
+        XACT_EVENT_PREPARE => {
+            let list = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+            let gid = PREPARING_GID.with(|g| g.borrow_mut().take()).unwrap_or_default();
+            if !list.is_empty() {
+                let actions: Vec<Action> = list.iter().map(|p| p.action).collect();
+                store_prepared(&gid, &actions, false);
             }
         }
         _ => {}
@@ -173,5 +394,11 @@ pub unsafe fn install_hooks() {
         pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
         PREV_OBJECT_ACCESS = pg_sys::object_access_hook;
         pg_sys::object_access_hook = Some(object_access);
+        PREV_PROCESS_UTILITY = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(process_utility);
+        PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(shmem_request);
+        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(shmem_startup);
     }
 }

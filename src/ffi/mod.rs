@@ -1,5 +1,7 @@
 //! The thin unsafe layer: PostgreSQL declarations pgrx does not bind (predicate locking) and the
 //! C inline functions/macros the callbacks need (slot helpers, tuple descriptor access, ...).
+pub mod guard;
+
 use pgrx::pg_sys;
 
 extern "C-unwind" {
@@ -122,4 +124,67 @@ pub fn error_hint(
         .set_hint(hint)
         .report(pgrx::PgLogLevel::ERROR);
     unreachable!()
+}
+
+/// `pgstat_should_count_relation` (a macro in C).
+#[inline]
+unsafe fn pgstat_counting(rel: pg_sys::Relation) -> bool {
+    unsafe {
+        if !(*rel).pgstat_info.is_null() {
+            return true;
+        }
+        if (*rel).pgstat_enabled {
+            pg_sys::pgstat_assoc_relation(rel);
+            return !(*rel).pgstat_info.is_null();
+        }
+        false
+    }
+}
+
+/// `pgstat_count_heap_scan`: a sequential scan started.
+#[inline]
+pub unsafe fn pgstat_count_scan(rel: pg_sys::Relation) {
+    unsafe {
+        if pgstat_counting(rel) {
+            (*(*rel).pgstat_info).t_counts.t_numscans += 1;
+        }
+    }
+}
+
+/// `pgstat_count_heap_getnext`: a row returned by a sequential (or sample/TID range) scan.
+#[inline]
+pub unsafe fn pgstat_count_getnext(rel: pg_sys::Relation) {
+    unsafe {
+        if pgstat_counting(rel) {
+            (*(*rel).pgstat_info).t_counts.t_tuples_returned += 1;
+        }
+    }
+}
+
+/// `pgstat_count_heap_fetch`: a row fetched by a bitmap heap scan.
+#[inline]
+pub unsafe fn pgstat_count_fetch(rel: pg_sys::Relation) {
+    unsafe {
+        if pgstat_counting(rel) {
+            (*(*rel).pgstat_info).t_counts.t_tuples_fetched += 1;
+        }
+    }
+}
+
+/// `RelationUsesLocalBuffers`: a temporary table.
+#[inline]
+pub unsafe fn rel_is_temp(rel: pg_sys::Relation) -> bool {
+    unsafe { (*(*rel).rd_rel).relpersistence as u8 == pg_sys::RELPERSISTENCE_TEMP }
+}
+
+/// `pgstat_count_buffer_read` + `pgstat_count_buffer_hit`: `n` table pages read, all from memory
+/// (what heap reports for pages found in shared buffers; shows in pg_statio_*_tables).
+#[inline]
+pub unsafe fn pgstat_count_pages_hit(rel: pg_sys::Relation, n: i64) {
+    unsafe {
+        if n > 0 && pgstat_counting(rel) {
+            (*(*rel).pgstat_info).t_counts.t_blocks_fetched += n;
+            (*(*rel).pgstat_info).t_counts.t_blocks_hit += n;
+        }
+    }
 }

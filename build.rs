@@ -1,0 +1,26 @@
+//! Compiles the small C shim (src/ffi/shim.c): PG_TRY/PG_CATCH around PostgreSQL calls whose
+//! errors must reach the client unchanged (CONTEXT lines, constraint names, ...), which pgrx's own
+//! FFI boundary would flatten. Uses the same pg_config as cargo-pgrx.
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=src/ffi/shim.c");
+    println!("cargo:rerun-if-env-changed=PGRX_PG_CONFIG_PATH");
+    println!("cargo:rerun-if-env-changed=PG_CONFIG");
+    let pg_config = std::env::var("PGRX_PG_CONFIG_PATH")
+        .or_else(|_| std::env::var("PG_CONFIG"))
+        .unwrap_or_else(|_| "pg_config".into());
+    let out = Command::new(&pg_config)
+        .arg("--includedir-server")
+        .output()
+        .unwrap_or_else(|e| panic!("running {pg_config} --includedir-server: {e}"));
+    assert!(out.status.success(), "{pg_config} --includedir-server failed");
+    let inc = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    cc::Build::new()
+        .file("src/ffi/shim.c")
+        .include(&inc)
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-missing-field-initializers")
+        .flag_if_supported("-fno-omit-frame-pointer")
+        .compile("scoot_shim");
+}
