@@ -1,12 +1,17 @@
--- scoot_specific_errors: errors that only scoot raises (heap TOASTs large
--- rows).  A too-large row must fail with an error that mentions scoot, and
--- must leave the table (and other rows of the same statement) untouched.
+-- scoot_specific_errors: errors that only scoot raises. Values of columns with
+-- STORAGE PLAIN are never compressed or moved out of line (heap refuses rows
+-- over 8160 bytes then); scoot keeps them inside the block and refuses a row
+-- whose variable-length data exceeds the block's var area. A too-large row must
+-- fail with an error that mentions scoot, and must leave the table (and other
+-- rows of the same statement) untouched. Large values of ordinary columns are
+-- TOASTed like heap's: see toast.sql.
 -- No heap-generated expected output: the reference is scoot itself.
 \set VERBOSITY default
 SET client_min_messages = notice;
 SET jit = off;
 
 CREATE TABLE big_s (id int PRIMARY KEY, payload text, b bytea) USING scoot;
+ALTER TABLE big_s ALTER COLUMN payload SET STORAGE PLAIN, ALTER COLUMN b SET STORAGE PLAIN;
 INSERT INTO big_s VALUES (1, 'small', '\x00');
 
 -- scoot_try(sql): 'ok' or 'error mentions scoot: <bool>' plus the SQLSTATE
@@ -46,8 +51,13 @@ INSERT INTO big_s VALUES (5, repeat('x', 1000), '\x01');
 UPDATE big_s SET payload = 'still small' WHERE id = 1;
 SELECT id, length(payload) AS plen, length(b) AS blen FROM big_s ORDER BY id;
 
--- values of ~100 kB (well below the limit) are fine: see types_wide.sql
+-- values of ~100 kB (well below the limit) are fine, even with STORAGE PLAIN
 SELECT scoot_try($q$INSERT INTO big_s SELECT 6, left(c, 100000), NULL FROM big_chunk$q$) AS insert_100kb;
+SELECT id, length(payload) AS plen, pg_column_compression(payload) FROM big_s WHERE id = 6;
+-- the same 16 MB value in an ordinary (EXTENDED) column is TOASTed
+ALTER TABLE big_s ALTER COLUMN payload SET STORAGE EXTENDED;
+SELECT scoot_try($q$INSERT INTO big_s SELECT 7, repeat(c, 16), NULL FROM big_chunk$q$) AS insert_16mb_extended;
+SELECT id, length(payload) AS plen, md5(payload) FROM big_s WHERE id = 7;
 
 DROP TABLE big_s, big_chunk;
 DROP FUNCTION scoot_try(text);

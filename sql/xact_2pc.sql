@@ -66,3 +66,52 @@ SELECT (SELECT array_agg(x::text ORDER BY id) FROM xact2pc_s x)
      = (SELECT array_agg(x::text ORDER BY id) FROM xact2pc_h x) AS same_as_heap;
 
 DROP TABLE xact2pc_s, xact2pc_h;
+
+-- DDL inside prepared transactions: the scoot storage follows COMMIT PREPARED /
+-- ROLLBACK PREPARED (in this or another session)
+BEGIN;
+CREATE TABLE xact2pc_new (id int PRIMARY KEY, v text) USING scoot;
+INSERT INTO xact2pc_new SELECT g, 'n' || g FROM generate_series(1, 100) g;
+PREPARE TRANSACTION 'scoot_2pc_create_commit';
+COMMIT PREPARED 'scoot_2pc_create_commit';
+SELECT count(*), min(v COLLATE "C"), max(v COLLATE "C") FROM xact2pc_new;
+
+BEGIN;
+CREATE TABLE xact2pc_gone (id int) USING scoot;
+INSERT INTO xact2pc_gone VALUES (1);
+PREPARE TRANSACTION 'scoot_2pc_create_rollback';
+ROLLBACK PREPARED 'scoot_2pc_create_rollback';
+SELECT count(*) FROM pg_class WHERE relname = 'xact2pc_gone';
+
+BEGIN;
+TRUNCATE xact2pc_new;
+INSERT INTO xact2pc_new VALUES (1000, 'after truncate');
+PREPARE TRANSACTION 'scoot_2pc_truncate_rollback';
+ROLLBACK PREPARED 'scoot_2pc_truncate_rollback';
+SELECT count(*) FROM xact2pc_new;
+
+BEGIN;
+TRUNCATE xact2pc_new;
+INSERT INTO xact2pc_new VALUES (1000, 'after truncate');
+PREPARE TRANSACTION 'scoot_2pc_truncate_commit';
+COMMIT PREPARED 'scoot_2pc_truncate_commit';
+SELECT id, v FROM xact2pc_new;
+
+BEGIN;
+DROP TABLE xact2pc_new;
+PREPARE TRANSACTION 'scoot_2pc_drop_rollback';
+ROLLBACK PREPARED 'scoot_2pc_drop_rollback';
+SELECT id, v FROM xact2pc_new;
+
+BEGIN;
+DROP TABLE xact2pc_new;
+PREPARE TRANSACTION 'scoot_2pc_drop_commit';
+COMMIT PREPARED 'scoot_2pc_drop_commit';
+SELECT count(*) FROM pg_class WHERE relname = 'xact2pc_new';
+
+-- a temporary scoot table: PostgreSQL's own refusal
+CREATE TEMP TABLE xact2pc_temp (i int) USING scoot;
+BEGIN;
+INSERT INTO xact2pc_temp VALUES (1);
+PREPARE TRANSACTION 'scoot_2pc_temp';
+SELECT count(*) FROM xact2pc_temp;

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# PostgreSQL 15's own test suites on scoot: the core regression suite (src/test/regress,
+# parallel_schedule) and the isolation suite (src/test/isolation, isolation_schedule), each run
+# with default_table_access_method=scoot on a throw-away cluster with pg_scoot preloaded.
+# Heap's results come from the same run with default_table_access_method=heap (cached per suite
+# and PostgreSQL version under $WORK).
+#
+#   sql-tests/pgcore/run.sh regress|isolation [heap|scoot|both]
+#
+# Prints "failing under scoot only: ..." and a last line
+#   "<suite>: scoot N passed, M failed; heap N passed, M failed; unexpected: <tests>"
+# where unexpected = tests failing only under scoot that are not listed in
+# sql-tests/pgcore/accepted_<suite>.txt (the documented, accepted differences). Exit status 1 if
+# any unexpected failure or a server crash, else 0.
+#
+# Sources: Debian's postgresql-15 source package (deb-src is enabled if missing); the regress
+# module is built once. Knobs: WORK (default /tmp/pg-core-regress), PORT (55499), ARENA (4GB).
+set -u
+unset RUST_BACKTRACE   # a deployed server has none; error output as users see it
+SUITE=${1:?regress|isolation}
+WHICH=${2:-both}
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORK=${WORK:-/tmp/pg-core-regress}; PORT=${PORT:-55499}; ARENA=${ARENA:-4GB}
+B=$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+[ -x "$B/postgres" ] || B=/usr/lib/postgresql/15/bin
+PGXS_SRC=$(dirname "$(dirname "$(pg_config --pgxs)")")
+mkdir -p "$WORK"
+R=$WORK/regress
+if [ ! -x "$R/pg_regress" ] || [ ! -d "$WORK/isolation" ]; then
+  if ! ls /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | xargs grep -qs "deb-src"; then
+    sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > /etc/apt/sources.list.d/debsrc.sources
+  fi
+  apt-get update -qq >/dev/null 2>&1
+  apt-get install -y -qq build-essential bison flex dpkg-dev >/dev/null 2>&1
+  src=$WORK/src; mkdir -p "$src"; cd "$src" || exit 2
+  for v in $(apt-cache showsrc postgresql-15 | awk '/^Version/{print $2}' | sort -rV); do
+    apt-get source -qq --download-only "postgresql-15=$v" >/dev/null 2>&1 && break
+  done
+  tarball=$(ls postgresql-15_*.orig.tar.bz2 2>/dev/null | head -1)
+  [ -n "$tarball" ] || { echo "could not download the postgresql-15 source package"; exit 2; }
+  [ -d "$(ls -d postgresql-15.*/ 2>/dev/null | head -1)" ] || tar xjf "$tarball"
+  cd postgresql-15.*/ || exit 2
+  if [ ! -f src/Makefile.global ]; then
+    ./configure --without-icu --without-readline --without-zlib >"$WORK/configure.log" 2>&1 || { echo "configure failed ($WORK/configure.log)"; exit 2; }
+  fi
+  make -C src/test/regress -j2 >"$WORK/make.log" 2>&1 || { echo "building the regress module failed ($WORK/make.log)"; exit 2; }
+  rm -rf "$R"; cp -r src/test/regress "$R"
+  rm -rf "$WORK/isolation"; cp -r src/test/isolation "$WORK/isolation"
+fi
+id postgres >/dev/null 2>&1 || useradd -m postgres
+chown -R postgres: "$WORK"
+
+run() {  # $1 = access method; prints "N M"
+  local am=$1 d=$WORK/pgdata-$SUITE-$1 out
+  runuser -u postgres -- "$B/pg_ctl" -D "$d" stop -m immediate >/dev/null 2>&1; rm -rf "$d"
+  runuser -u postgres -- "$B/initdb" -D "$d" -A trust --no-locale -E UTF8 >/dev/null
+  cat >> "$d/postgresql.conf" <<CONF
+shared_preload_libraries = 'pg_scoot'
+port = $PORT
+unix_socket_directories = '/tmp'
+listen_addresses = ''
+scoot.arena_size = '$ARENA'
+max_prepared_transactions = 10
+CONF
+  runuser -u postgres -- env -u RUST_BACKTRACE "$B/pg_ctl" -D "$d" -l "$d.log" -w start >/dev/null || { echo "server start failed ($d.log)" >&2; return 1; }
+  local P="$B/psql -qX -h /tmp -p $PORT -U postgres"
+  # the suites create their databases from template0: give it the extension there too
+  $P -d postgres -c "UPDATE pg_database SET datallowconn = true WHERE datname = 'template0'" >/dev/null
+  for db in template0 template1 postgres; do $P -d $db -c "CREATE EXTENSION IF NOT EXISTS pg_scoot" >/dev/null; done
+  $P -d postgres -c "UPDATE pg_database SET datallowconn = false WHERE datname = 'template0'" >/dev/null
+  out=$WORK/out-$SUITE-$am; rm -rf "$out"; mkdir -p "$out"; chown postgres: "$out"
+  if [ "$SUITE" = regress ]; then
+    (cd "$R" && runuser -u postgres -- env PGOPTIONS="-c default_table_access_method=$am" ./pg_regress \
+       --host=/tmp --port=$PORT --user=postgres --bindir="$B" --dlpath="$R" --inputdir="$R" \
+       --outputdir="$out" --max-connections=4 --schedule="$R/parallel_schedule" >"$out/summary.txt" 2>&1)
+  else
+    local I=$WORK/isolation
+    (cd "$I" && runuser -u postgres -- env PGOPTIONS="-c default_table_access_method=$am" \
+       "$PGXS_SRC/test/isolation/pg_isolation_regress" \
+       --host=/tmp --port=$PORT --user=postgres --bindir="$B" --inputdir="$I" \
+       --outputdir="$out" --schedule="$I/isolation_schedule" >"$out/summary.txt" 2>&1)
+  fi
+  grep -E "terminated by signal|PANIC" "$d.log" | sed "s/^/server crash ($am): /" >&2
+  grep -qE "terminated by signal|PANIC" "$d.log" && touch "$out/CRASHED"
+  runuser -u postgres -- "$B/pg_ctl" -D "$d" stop -m fast >/dev/null 2>&1
+  echo "$(grep -cE '\.\.\. ok' "$out/summary.txt") $(grep -cE '\.\.\. FAILED|failed \(ignored\)' "$out/summary.txt")"
+}
+counts() { echo "$(grep -cE '\.\.\. ok' "$1/summary.txt" 2>/dev/null || echo 0) $(grep -cE '\.\.\. FAILED|failed \(ignored\)' "$1/summary.txt" 2>/dev/null || echo 0)"; }
+if [ "$WHICH" = scoot ] && [ -f "$WORK/out-$SUITE-heap/summary.txt" ]; then
+  read -r hp hf <<<"$(counts "$WORK/out-$SUITE-heap")"
+else
+  read -r hp hf <<<"$(run heap)"
+fi
+[ "$WHICH" = heap ] && { echo "$SUITE: heap $hp passed, $hf failed"; exit 0; }
+read -r ap af <<<"$(run scoot)"
+fails() { grep -E '\.\.\. FAILED' "$WORK/out-$SUITE-$1/summary.txt" | sed -E 's/^(test |not ok [0-9]+ +- )? *([^ ]+) +\.\.\..*/\2/' | sort; }
+only=$(comm -13 <(fails heap) <(fails scoot))
+accepted=$(grep -vE '^\s*(#|$)' "$HERE/accepted_$SUITE.txt" 2>/dev/null | awk '{print $1}' | sort)
+unexpected=$(comm -23 <(echo "$only" | sed '/^$/d') <(echo "$accepted" | sed '/^$/d') | tr '\n' ' ')
+echo "failing under scoot only: $(echo $only)"
+echo "diffs: $WORK/out-$SUITE-scoot/regression.diffs"
+crash=""; [ -f "$WORK/out-$SUITE-scoot/CRASHED" ] && crash=" SERVER CRASH"
+echo "$SUITE: scoot $ap passed, $af failed; heap $hp passed, $hf failed; unexpected: ${unexpected:-none}$crash"
+[ -z "$unexpected" ] && [ -z "$crash" ]
