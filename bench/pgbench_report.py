@@ -72,6 +72,23 @@ def read_storage(tmp, when, engine):
         return None
 
 
+def read_tables(tmp, when):
+    """tables-<when>.tsv: name, heap pg_table_size, scoot blocks*block_size, scoot row bytes,
+    scoot pg_table_size (empty fields when not measured)."""
+    p = os.path.join(tmp, f"tables-{when}.tsv")
+    out = []
+    if not os.path.exists(p):
+        return out
+    for line in open(p):
+        f = line.rstrip("\n").split("\t")
+        if len(f) < 5:
+            continue
+        num = lambda x: int(x) if x.strip().isdigit() else None
+        out.append({"table": f[0], "heap_table_bytes": num(f[1]), "scoot_block_bytes": num(f[2]),
+                    "scoot_row_bytes": num(f[3]), "scoot_relation_size": num(f[4])})
+    return out
+
+
 def read_arena(tmp, when):
     p = os.path.join(tmp, f"arena-{when}.txt")
     if not os.path.exists(p):
@@ -195,6 +212,7 @@ def main():
         s["scoot_arena_error"] = err
         s["scoot_arena_used_bytes"] = ab
         s["scoot_arena_used_column"] = col
+        s["tables"] = read_tables(a.tmp, when)
         storage[when] = s
 
     info = machine_info(meta)
@@ -247,6 +265,21 @@ def main():
             L.append(f"- {r['mode']} c={r['clients']} {r['engine']}: exit {r['exit_code']} "
                      f"{(r.get('error') or '').splitlines()[0] if r.get('error') else ''}")
         L.append("")
+    L.append("## Storage per table")
+    L.append("")
+    L.append("heap: `pg_table_size` (table + FSM/VM + TOAST). scoot: the arena memory its blocks hold "
+             "(blocks x block size, from `scoot.arena_tables`), and the bytes its rows occupy in them.")
+    L.append("")
+    L.append("| when | table | heap bytes | scoot arena bytes | scoot/heap | scoot row bytes |")
+    L.append("|---|---|---:|---:|---:|---:|")
+    for when in ("after_init", "after_runs"):
+        for t in storage[when].get("tables", []):
+            hb, sb = t["heap_table_bytes"], t["scoot_block_bytes"]
+            ratio = f"{sb / hb:.2f}x" if hb and sb else "—"
+            L.append(f"| {when.replace('_', ' ')} | {t['table']} | {fmt(mb(hb), 1) + ' MB' if hb is not None else '—'} | "
+                     f"{fmt(mb(sb), 1) + ' MB' if sb is not None else '—'} | {ratio} | "
+                     f"{fmt(mb(t['scoot_row_bytes']), 1) + ' MB' if t['scoot_row_bytes'] is not None else '—'} |")
+    L.append("")
     L.append("## Storage (pgbench tables)")
     L.append("")
     for when in ("after_init", "after_runs"):

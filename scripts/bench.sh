@@ -50,6 +50,18 @@ PGBENCH=$PG_BINDIR/pgbench
 
 measure_storage() {   # measure_storage <when>
   local when=$1 e
+  # per table: heap's table bytes (pg_table_size) vs the arena memory the scoot table's blocks
+  # hold (blocks * block_size) and the bytes its rows occupy in them
+  : >"$TMP/tables-$when.tsv"
+  for t in pgbench_accounts pgbench_branches pgbench_tellers pgbench_history lineitem_like; do
+    hb=$(psql_q -d bench_heap -c "SELECT pg_table_size(to_regclass('$t'))" 2>/dev/null || true)
+    sb=""; sr=""; sp=""
+    case " $ENGINES " in *" scoot "*)
+      read -r sb sr sp <<<"$(psql_q -d bench_scoot -F' ' -c "SELECT t.blocks::bigint * a.block_size, t.bytes,
+             pg_table_size('$t') FROM scoot.arena_tables t, scoot.arena a WHERE t.relation = to_regclass('$t')" 2>/dev/null || true)" ;;
+    esac
+    printf '%s\t%s\t%s\t%s\t%s\n' "$t" "${hb:-}" "${sb:-}" "${sr:-}" "${sp:-}" >>"$TMP/tables-$when.tsv"
+  done
   for e in $ENGINES; do
     psql_q -d "bench_$e" -F' ' -c "SELECT coalesce(sum(pg_table_size(c.oid)), 0), coalesce(sum(pg_indexes_size(c.oid)), 0),
              coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
@@ -73,6 +85,21 @@ for e in $ENGINES; do
   ams=$(psql_q -d "bench_$e" -c "SELECT string_agg(DISTINCT a.amname, ',') FROM pg_class c JOIN pg_am a ON a.oid = c.relam
                                  WHERE c.relname LIKE 'pgbench_%' AND c.relkind = 'r'")
   [ "$ams" = "$e" ] || die "bench_$e: pgbench tables use access method(s) '$ams', expected '$e'"
+done
+# a TPC-H lineitem-like table (bigint, 4 x numeric(15,2), 2 x char(1), date) of $BENCH_LINEITEM_ROWS
+# rows with lineitem's value ranges, in both databases: the compact column encodings' showcase
+LI_ROWS=${BENCH_LINEITEM_ROWS:-3000000}
+for e in $ENGINES; do
+  step "lineitem-like table: $LI_ROWS rows in bench_$e"
+  psql_q -d "bench_$e" -c "DROP TABLE IF EXISTS lineitem_like" \
+    -c "CREATE TABLE lineitem_like (l_orderkey bigint, l_quantity numeric(15,2), l_extendedprice numeric(15,2),
+          l_discount numeric(15,2), l_tax numeric(15,2), l_returnflag char(1), l_linestatus char(1),
+          l_shipdate date) USING $e" \
+    -c "INSERT INTO lineitem_like SELECT g / 4, 1 + (g * 7) % 50,
+          round(((1 + (g * 7) % 50) * (900 + (g * 13) % 100000 / 100.0))::numeric, 2),
+          ((g * 3) % 11) / 100.0, ((g * 5) % 9) / 100.0, (ARRAY['A','N','R'])[1 + g % 3],
+          (ARRAY['O','F'])[1 + g % 2], date '1992-01-01' + (g % 2500)
+        FROM generate_series(1, $LI_ROWS) g"
 done
 psql_q -d postgres -c CHECKPOINT
 measure_storage after_init

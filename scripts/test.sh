@@ -4,6 +4,8 @@
 #   setup.sh -> [cargo pgrx test: #[pg_test] unit tests] -> cargo pgrx install --release
 #   -> pg_regress suite (sql/, expected/)          own temp instance, scoot preloaded
 #   -> isolation suite (sql-tests/isolation/)      own temp instance, scoot preloaded
+#   -> PostgreSQL's own core regression and isolation suites with default_table_access_method=scoot
+#      (sql-tests/pgcore/run.sh; failures outside sql-tests/pgcore/accepted_*.txt count as failed)
 #   -> scenarios (sql-tests/scenarios/*.sh|*.py)   one throw-away cluster, database scoot_test
 #   -> one summary line "N passed, M failed"; exit status non-zero iff M > 0.
 #
@@ -14,7 +16,7 @@
 # Knobs:
 #   SKIP_BUILD=1        no cargo build/install (test the pg_scoot already installed); implies PGRX_TEST=0
 #   PGRX_TEST=auto|1|0  run `cargo pgrx test` (auto: only when src/ has #[pg_test] functions)
-#   SUITES="regress isolation scenarios"   subset of suites to run
+#   SUITES="regress isolation pgcore scenarios"   subset of suites to run
 #   SCENARIOS=regex     only scenarios whose file name matches
 #   SCENARIO_TIMEOUT=900  seconds per scenario; REGRESS_TIMEOUT=1200 seconds per pg_regress run
 #   SCENARIO_VERBOSE=1  stream scenario output (default: shown only on failure)
@@ -27,7 +29,7 @@ set -uo pipefail
 cd "$SCOOT_REPO"
 
 OUT=$SCOOT_REPO/target/scoot-test
-SUITES=${SUITES:-regress isolation scenarios}
+SUITES=${SUITES:-regress isolation pgcore scenarios}
 TOTAL_P=0 TOTAL_F=0
 SUMMARY=()
 add_result() {   # add_result <label> <passed> <failed> [note]
@@ -115,6 +117,24 @@ if [ $BUILD_OK = 1 ] && want isolation; then
     add_result isolation "$SUITE_PASSED" "$SUITE_FAILED"
   fi
   keep_outputs isolation "$ISOLATION_WORKDIR"
+fi
+
+# ------------------------------------------------------------------ PostgreSQL's own suites
+if [ $BUILD_OK = 1 ] && want pgcore; then
+  step "PostgreSQL's core regression + isolation suites on scoot (sql-tests/pgcore/run.sh)"
+  for s in regress isolation; do
+    line=$(timeout -k 10 "${PGCORE_TIMEOUT:-1200}" bash sql-tests/pgcore/run.sh "$s" 2>&1 | tee "$OUT/pgcore-$s.log" | tail -n 1)
+    grep -E "failing under scoot only|crash" "$OUT/pgcore-$s.log"
+    if [[ $line =~ scoot\ ([0-9]+)\ passed,\ ([0-9]+)\ failed\;\ heap\ ([0-9]+)\ passed.*unexpected:\ (.*)$ ]]; then
+      ap=${BASH_REMATCH[1]} af=${BASH_REMATCH[2]} hp=${BASH_REMATCH[3]} unexp=${BASH_REMATCH[4]}
+      nunexp=0
+      [ "$unexp" != none ] && nunexp=$(wc -w <<<"${unexp% SERVER CRASH}")
+      case "$unexp" in *CRASH*) nunexp=$((nunexp + 1)) ;; esac
+      add_result "pg core $s" "$ap" "$nunexp" "heap passes $hp; $af fail under scoot, unexpected: $unexp"
+    else
+      add_result "pg core $s" 0 1 "did not run: $line"
+    fi
+  done
 fi
 
 # ------------------------------------------------------------------ scenarios
