@@ -35,7 +35,7 @@ pub static mut PRELOADED: bool = false;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     unsafe {
-        am::slot::init();
+        storage::slot::init();
         if !pg_sys::process_shared_preload_libraries_in_progress {
             // Loaded on demand by a backend: every scoot entry point refuses to work.
             PRELOADED = false;
@@ -45,7 +45,7 @@ pub extern "C-unwind" fn _PG_init() {
         ffi::guard::disable_backtraces();
         guc::define();
         storage::arena::install_hooks();
-        txn::xact::install_hooks();
+        txn::xact::install_hooks(am::is_scoot);
     }
 }
 

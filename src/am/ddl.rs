@@ -6,6 +6,7 @@
 //! TABLESAMPLE page numbers range over); `relation_estimate_size` reports the bytes the rows
 //! really occupy, which is what the planner should cost.
 use crate::ffi;
+use crate::ffi::guard::boundary;
 use crate::storage::arena;
 use crate::storage::block::{self, ST_NORMAL};
 use crate::storage::modify as storage;
@@ -13,7 +14,6 @@ use crate::storage::row;
 use crate::storage::tabledir::{self, TableRef};
 use crate::txn::mvcc::{self, Htsv};
 use crate::txn::xact;
-use crate::ffi::guard::boundary;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_char;
@@ -48,8 +48,8 @@ pub unsafe extern "C-unwind" fn relation_set_new_filenode(
 #[pg_guard]
 pub unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Relation) {
     boundary(|| {
-    let t = tabledir::resolve(rel);
-    storage::free_all_blocks(t);
+        let t = tabledir::resolve(rel);
+        storage::free_all_blocks(t);
     })
 }
 
@@ -233,11 +233,12 @@ pub unsafe extern "C-unwind" fn relation_size(
     fork: pg_sys::ForkNumber::Type,
 ) -> u64 {
     boundary(|| {
-    if fork != pg_sys::ForkNumber::MAIN_FORKNUM && fork != pg_sys::ForkNumber::InvalidForkNumber {
-        return 0;
-    }
-    let t = tabledir::resolve(rel);
-    super::scan::tid_pages(t) as u64 * pg_sys::BLCKSZ as u64
+        if fork != pg_sys::ForkNumber::MAIN_FORKNUM && fork != pg_sys::ForkNumber::InvalidForkNumber
+        {
+            return 0;
+        }
+        let t = tabledir::resolve(rel);
+        super::scan::tid_pages(t) as u64 * pg_sys::BLCKSZ as u64
     })
 }
 

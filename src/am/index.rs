@@ -8,13 +8,13 @@
 //! a fully dead chain leaves a DEAD root for VACUUM to remove from the indexes.
 use super::{check_conflict_out, predicate_lock_row, tid_of};
 use crate::ffi;
+use crate::ffi::guard::{self, boundary, raw};
 use crate::storage::block::{RowHdr, F_HEAP_ONLY, F_HOT_UPDATED, ST_DEAD, ST_NORMAL, ST_REDIRECT};
 use crate::storage::decode_tid_parts;
 use crate::storage::modify::{self as storage, Locked};
 use crate::storage::row;
 use crate::storage::tabledir::{self, TableRef};
 use crate::txn::mvcc::{self, Htsv, HEAP_XMAX_INVALID};
-use crate::ffi::guard::{self, boundary, raw};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_void;

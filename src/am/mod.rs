@@ -8,8 +8,8 @@
 //!
 //! TIDs: row `slot` of arena block `b` is (b * vpb + slot / 291, slot % 291 + 1); see `block::tid`.
 use crate::ffi;
-use crate::storage::block;
 use crate::ffi::guard::boundary;
+use crate::storage::block;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -17,7 +17,6 @@ pub mod ddl;
 pub mod index;
 pub mod modify;
 pub mod scan;
-pub mod slot;
 pub mod vacuum;
 
 pub use crate::storage::{decode_tid, decode_tid_parts, tid_of};
@@ -67,9 +66,7 @@ pub fn is_scoot(rel: pg_sys::Relation) -> bool {
 unsafe extern "C-unwind" fn slot_callbacks(
     _rel: pg_sys::Relation,
 ) -> *const pg_sys::TupleTableSlotOps {
-    boundary(|| {
-    crate::am::slot::ops()
-    })
+    boundary(|| crate::storage::slot::ops())
 }
 
 pub static SCOOT_ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {

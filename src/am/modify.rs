@@ -40,7 +40,7 @@ unsafe fn insert_one(
         (*slot).tts_tableOid = (*rel).rd_id;
         (*slot).tts_tid = tid_of(lb, s);
         // RETURNING xmin/xmax/cmin see the new version's header, as with heap
-        super::slot::set_sys(slot, xid, 0, cid);
+        crate::storage::slot::set_sys(slot, xid, 0, cid);
     }
 }
 
@@ -246,11 +246,7 @@ unsafe fn modified_columns(
 
 /// The old version as a heap tuple (for the toaster, which compares old and new values to find
 /// the out-of-line values the update no longer needs). Caller holds the block lock.
-unsafe fn old_heap_tuple(
-    rel: pg_sys::Relation,
-    l: &storage::Locked,
-    s: u32,
-) -> pg_sys::HeapTuple {
+unsafe fn old_heap_tuple(rel: pg_sys::Relation, l: &storage::Locked, s: u32) -> pg_sys::HeapTuple {
     unsafe {
         let slot = pg_sys::MakeSingleTupleTableSlot((*rel).rd_att, &pg_sys::TTSOpsVirtual);
         row::read_row(l.blk, s, slot);
@@ -374,7 +370,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
         (*slot).tts_tableOid = (*rel).rd_id;
         (*slot).tts_tid = new_tid;
         if let Some(l) = storage::lock(t, nb, false) {
-            super::slot::set_sysattrs(slot, l.row(ns));
+            crate::storage::slot::set_sysattrs(slot, l.row(ns));
         }
         *update_indexes = !hot;
         pg_sys::pgstat_count_heap_update(rel, hot);
@@ -421,17 +417,8 @@ pub unsafe extern "C-unwind" fn tuple_lock(
         let follow_updates = flags as u32 & pg_sys::TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS != 0;
         (*tmfd).traversed = false;
         'retry: loop {
-            let res = locking::lock_tuple(
-                rel,
-                t,
-                lb,
-                s,
-                cid,
-                mode,
-                wait_policy,
-                follow_updates,
-                tmfd,
-            );
+            let res =
+                locking::lock_tuple(rel, t, lb, s, cid, mode, wait_policy, follow_updates, tmfd);
             if res == TM_Updated && find_last {
                 // heapam_tuple_lock: look at the updated version(s)
                 let mut next = (*tmfd).ctid;

@@ -4,13 +4,13 @@
 //! block's shared lock; no pointer into the arena survives the lock.
 use super::{check_conflict_out, predicate_lock_row};
 use crate::ffi;
+use crate::ffi::guard::boundary;
 use crate::storage::arena;
 use crate::storage::block::TID_OFFSETS_PER_PAGE;
 use crate::storage::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
 use crate::storage::modify as storage;
 use crate::storage::tabledir::{self, TableRef};
 use crate::txn::mvcc::{self, Htsv};
-use crate::ffi::guard::boundary;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::{c_int, c_void};
@@ -95,7 +95,10 @@ fn block_pages(t: TableRef, lb: u32, hwm: u32) -> i64 {
 
 /// The table's local block numbers in TID order.
 fn local_blocks(t: TableRef) -> Vec<u32> {
-    tabledir::blocks_of(t).into_iter().map(|(lb, _)| lb).collect()
+    tabledir::blocks_of(t)
+        .into_iter()
+        .map(|(lb, _)| lb)
+        .collect()
 }
 
 fn ordinal(b: u32, s: u32) -> i64 {
@@ -285,7 +288,9 @@ unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                     }
                     super::index::maybe_prune_block(rel, st.t, b);
                     if let Some(ab) = tabledir::arena_block(st.t, b) {
-                        let hwm = arena::block_desc(ab).hwm.load(std::sync::atomic::Ordering::Relaxed);
+                        let hwm = arena::block_desc(ab)
+                            .hwm
+                            .load(std::sync::atomic::Ordering::Relaxed);
                         ffi::pgstat_count_pages_hit(rel, block_pages(st.t, b, hwm));
                     }
                     (b, 0)
@@ -595,16 +600,16 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_block(
     _bstrategy: pg_sys::BufferAccessStrategy,
 ) -> bool {
     boundary(|| {
-    let st = state(scan);
-    match page_slots(st.t, blockno) {
-        Some((_, lo, hi)) => {
-            st.page = blockno;
-            st.page_next = lo;
-            st.page_end = hi;
-            true
+        let st = state(scan);
+        match page_slots(st.t, blockno) {
+            Some((_, lo, hi)) => {
+                st.page = blockno;
+                st.page_next = lo;
+                st.page_end = hi;
+                true
+            }
+            None => false,
         }
-        None => false,
-    }
     })
 }
 

@@ -2,11 +2,11 @@
 //! heap-only versions, remove dead chain roots from every index (ambulkdelete) and free them,
 //! freeze old xmins, give empty blocks back to the arena, and report statistics.
 use crate::ffi;
+use crate::ffi::guard::boundary;
 use crate::storage::block::{F_HEAP_ONLY, ST_DEAD, ST_NORMAL, ST_REDIRECT};
 use crate::storage::modify as storage;
 use crate::storage::tabledir;
 use crate::txn::mvcc::{self, Htsv};
-use crate::ffi::guard::boundary;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_void;
@@ -57,7 +57,10 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             _ => super::index::Prune::Keep,
         };
 
-        let blocks: Vec<u32> = tabledir::blocks_of(t).into_iter().map(|(lb, _)| lb).collect();
+        let blocks: Vec<u32> = tabledir::blocks_of(t)
+            .into_iter()
+            .map(|(lb, _)| lb)
+            .collect();
         let index_cleanup = p.index_cleanup != pg_sys::VacOptValue::VACOPTVALUE_DISABLED;
         let truncate = p.truncate != pg_sys::VacOptValue::VACOPTVALUE_DISABLED;
         // pass 1: prune chains, freeze, count

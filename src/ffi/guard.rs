@@ -55,7 +55,11 @@ pub mod raw {
             oldtup: pg_sys::HeapTuple,
             options: i32,
         ) -> pg_sys::HeapTuple;
-        pub fn toast_delete_datum(rel: pg_sys::Relation, value: pg_sys::Datum, is_speculative: bool);
+        pub fn toast_delete_datum(
+            rel: pg_sys::Relation,
+            value: pg_sys::Datum,
+            is_speculative: bool,
+        );
         pub fn XactLockTableWait(
             xid: pg_sys::TransactionId,
             rel: pg_sys::Relation,

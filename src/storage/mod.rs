@@ -1,14 +1,15 @@
 //! Storage layer: *where do tuples live*. The shared arena and its block descriptors (`arena`), the
 //! PAX block format (`block`), the table directory (`tabledir`), converting executor rows to and
-//! from block rows (`row`), and the one modification layer every block change goes through
-//! (`modify`). Nothing here knows about transactions beyond the version header fields.
+//! from block rows (`row`) and the slot type rows are returned in (`slot`), and the one
+//! modification layer every block change goes through (`modify`). Nothing here knows about transactions beyond the version header fields.
 pub mod arena;
 pub mod block;
-pub mod modify;
-pub mod row;
-pub mod tabledir;
 pub mod blockmap;
 pub mod encoding;
+pub mod modify;
+pub mod row;
+pub mod slot;
+pub mod tabledir;
 
 use pgrx::pg_sys;
 

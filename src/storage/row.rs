@@ -190,7 +190,14 @@ fn spec_hash(specs: &[AttrSpec]) -> u64 {
             Enc::Dec128 { scale } => (5, 0, scale as u64),
             Enc::CharN { width } => (6, width as u64, 0),
         };
-        for v in [k, w, sc, s.attlen as u16 as u64, s.est_var as u64, s.align as u64] {
+        for v in [
+            k,
+            w,
+            sc,
+            s.attlen as u16 as u64,
+            s.est_var as u64,
+            s.align as u64,
+        ] {
             h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
@@ -318,8 +325,10 @@ pub unsafe fn prepare(
                     _ => 0,
                 };
                 let tup = pg_sys::heap_form_tuple(td, values, isnull);
-                let newtup = guard::catch(|| raw::heap_toast_insert_or_update(rel, tup, oldtup, options));
-                values = pg_sys::palloc(n * std::mem::size_of::<pg_sys::Datum>()) as *mut pg_sys::Datum;
+                let newtup =
+                    guard::catch(|| raw::heap_toast_insert_or_update(rel, tup, oldtup, options));
+                values =
+                    pg_sys::palloc(n * std::mem::size_of::<pg_sys::Datum>()) as *mut pg_sys::Datum;
                 isnull = pg_sys::palloc(n) as *mut bool;
                 pg_sys::heap_deform_tuple(newtup, td, values, isnull);
             }
@@ -387,8 +396,9 @@ unsafe fn encode(
                         }
                         let bytes = std::slice::from_raw_parts(payload, plen as usize);
                         let fit = match c.kind {
-                            KIND_DEC64 if !raw => encoding::numeric_to_i64(bytes, c.scale as u32)
-                                .map(Cell::Dec64),
+                            KIND_DEC64 if !raw => {
+                                encoding::numeric_to_i64(bytes, c.scale as u32).map(Cell::Dec64)
+                            }
                             KIND_DEC128 if !raw => {
                                 encoding::numeric_to_i128(bytes, c.scale as u32).map(Cell::Dec128)
                             }
@@ -598,7 +608,7 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
         // buffer the virtual slot frees on clear
         let (buf, owned) = if size == 0 {
             (std::ptr::null_mut(), false)
-        } else if let Some(b) = crate::am::slot::reusable_buffer(out, size) {
+        } else if let Some(b) = crate::storage::slot::reusable_buffer(out, size) {
             (b, false)
         } else {
             (
@@ -612,22 +622,23 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
         let mut num = Vec::new();
         // a varlena as heap's tuples hold it: a 1-byte header for short values of non-PLAIN
         // types (heap_fill_tuple's short form), else a 4-byte header at the type's alignment
-        let put_varlena = |pos: &mut usize, align: u8, short_ok: bool, payload: &[u8]| -> pg_sys::Datum {
-            if short_ok && payload.len() < 127 {
+        let put_varlena =
+            |pos: &mut usize, align: u8, short_ok: bool, payload: &[u8]| -> pg_sys::Datum {
+                if short_ok && payload.len() < 127 {
+                    let dst = buf.add(*pos);
+                    *dst = (((payload.len() + 1) as u8) << 1) | 1;
+                    std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(1), payload.len());
+                    *pos += payload.len() + 1;
+                    return pg_sys::Datum::from(dst);
+                }
+                *pos = align_to(*pos, align.max(1) as usize);
                 let dst = buf.add(*pos);
-                *dst = (((payload.len() + 1) as u8) << 1) | 1;
-                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(1), payload.len());
-                *pos += payload.len() + 1;
-                return pg_sys::Datum::from(dst);
-            }
-            *pos = align_to(*pos, align.max(1) as usize);
-            let dst = buf.add(*pos);
-            // 4-byte varlena header: (len + 4) << 2 on little-endian
-            (dst as *mut u32).write_unaligned(((payload.len() + 4) as u32) << 2);
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(4), payload.len());
-            *pos += payload.len() + 4;
-            pg_sys::Datum::from(dst)
-        };
+                // 4-byte varlena header: (len + 4) << 2 on little-endian
+                (dst as *mut u32).write_unaligned(((payload.len() + 4) as u32) << 2);
+                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(4), payload.len());
+                *pos += payload.len() + 4;
+                pg_sys::Datum::from(dst)
+            };
         for i in 0..nb {
             let c = b.col(i);
             if !b.is_valid(c, slot) {
@@ -637,8 +648,8 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
             }
             *isnull.add(i) = false;
             let p = b.value_ptr(c, slot);
-            let short_ok =
-                (*ffi::tupdesc_attr(td, i)).attstorage != pg_sys::TYPSTORAGE_PLAIN as std::ffi::c_char;
+            let short_ok = (*ffi::tupdesc_attr(td, i)).attstorage
+                != pg_sys::TYPSTORAGE_PLAIN as std::ffi::c_char;
             let d = match c.kind {
                 KIND_FIXED if c.byval != 0 => match c.attlen {
                     1 => pg_sys::Datum::from(*(p as *const i8) as isize),
@@ -671,7 +682,12 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
                 }
                 KIND_CHARN => {
                     let cell = std::slice::from_raw_parts(p, c.width as usize);
-                    put_varlena(&mut pos, c.align, short_ok, &cell[..encoding::charn_len(cell)])
+                    put_varlena(
+                        &mut pos,
+                        c.align,
+                        short_ok,
+                        &cell[..encoding::charn_len(cell)],
+                    )
                 }
                 KIND_VAR => {
                     let (_, len) = b.var_entry(c, slot);
@@ -709,7 +725,7 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
             pg_sys::slot_getmissingattrs(out, nb as i32, natts as i32);
         }
         pg_sys::ExecStoreVirtualTuple(out);
-        crate::am::slot::set_sysattrs(out, b.row(slot));
+        crate::storage::slot::set_sysattrs(out, b.row(slot));
         if owned {
             let v = out as *mut pg_sys::VirtualTupleTableSlot;
             (*v).data = buf as *mut std::ffi::c_char;

@@ -264,8 +264,7 @@ pub fn compute_new_xmax(
         }
         if old & HEAP_XMAX_IS_MULTI != 0 {
             if !mvcc::multi_running(xmax, xmax_is_locked_only(old))
-                && (xmax_is_locked_only(old)
-                    || !mvcc::did_commit(mvcc::update_xid_raw(xmax, old)))
+                && (xmax_is_locked_only(old) || !mvcc::did_commit(mvcc::update_xid_raw(xmax, old)))
             {
                 old = (old & !HEAP_XMAX_IS_MULTI) | HEAP_XMAX_INVALID;
                 continue;
@@ -317,7 +316,11 @@ pub fn fill_tmfd(
     unsafe {
         let mut t = pg_sys::ItemPointerData::default();
         (*tmfd).ctid = if h.is_moved() {
-            ffi::set_tid(&mut t, pg_sys::InvalidBlockNumber, crate::storage::block::MOVED_OFF);
+            ffi::set_tid(
+                &mut t,
+                pg_sys::InvalidBlockNumber,
+                crate::storage::block::MOVED_OFF,
+            );
             t
         } else if let Some((p, o)) = h.next() {
             ffi::set_tid(&mut t, p, o);
@@ -374,7 +377,11 @@ fn acquire_tuplock(
             }
         }
     }
-    *have = Some(TupleLock { rel, tid: *tid, mode: hw });
+    *have = Some(TupleLock {
+        rel,
+        tid: *tid,
+        mode: hw,
+    });
     true
 }
 
@@ -607,12 +614,30 @@ fn finish_write(
             0
         };
         let can = !ffi::xid_valid(update_xact) || mvcc::did_abort(update_xact);
-        return decide(l, s, tid, tuple_lock, can, checked_lockers, locker_remains, tmfd);
+        return decide(
+            l,
+            s,
+            tid,
+            tuple_lock,
+            can,
+            checked_lockers,
+            locker_remains,
+            tmfd,
+        );
     }
     let h = l.row(s);
     let m = h.infomask();
     let ok = m & HEAP_XMAX_INVALID != 0 || xmax_is_locked_only(m) || mvcc::is_only_locked(h);
-    decide(l, s, tid, tuple_lock, ok, checked_lockers, locker_remains, tmfd)
+    decide(
+        l,
+        s,
+        tid,
+        tuple_lock,
+        ok,
+        checked_lockers,
+        locker_remains,
+        tmfd,
+    )
 }
 
 /// heap_update's xmax for the new version: the old version's lockers that are still around (or
@@ -703,13 +728,17 @@ pub fn lock_tuple(
                         if let Some(next) = t_ctid {
                             let r = lock_updated(rel, t, infomask, xwait, next, me, mode);
                             if r != TM_Ok {
-                                let Some(l2) = relock() else { return TM_Deleted };
+                                let Some(l2) = relock() else {
+                                    return TM_Deleted;
+                                };
                                 fill_tmfd(l2.row(s), tid, r, tmfd);
                                 return r;
                             }
                         }
                     }
-                    let Some(l2) = relock() else { return TM_Deleted };
+                    let Some(l2) = relock() else {
+                        return TM_Deleted;
+                    };
                     let h2 = l2.row(s);
                     if !mvcc::is_only_locked(h2) && (h2.has_flag(F_KEYS_UPDATED) || !updated) {
                         continue 'l3;
@@ -723,7 +752,9 @@ pub fn lock_tuple(
                     };
                 }
             } else if mode == SHARE && xmax_is_locked_only(infomask) && !excl_locked(infomask) {
-                let Some(l2) = relock() else { return TM_Deleted };
+                let Some(l2) = relock() else {
+                    return TM_Deleted;
+                };
                 let m2 = l2.row(s).infomask();
                 if !xmax_is_locked_only(m2) || excl_locked(m2) {
                     continue 'l3;
@@ -735,7 +766,9 @@ pub fn lock_tuple(
                     && !multi_conflicts(xwait, infomask, mode).0)
                     || (infomask & HEAP_XMAX_IS_MULTI == 0 && keyshr_locked(infomask)))
             {
-                let Some(l2) = relock() else { return TM_Deleted };
+                let Some(l2) = relock() else {
+                    return TM_Deleted;
+                };
                 let h2 = l2.row(s);
                 if xmax_infomask_changed(h2.infomask(), infomask) || h2.xmax != xwait {
                     continue 'l3;
@@ -796,13 +829,17 @@ pub fn lock_tuple(
                     if let Some(next) = t_ctid {
                         let r = lock_updated(rel, t, infomask, xwait, next, me, mode);
                         if r != TM_Ok {
-                            let Some(l2) = relock() else { return TM_Deleted };
+                            let Some(l2) = relock() else {
+                                return TM_Deleted;
+                            };
                             fill_tmfd(l2.row(s), tid, r, tmfd);
                             return r;
                         }
                     }
                 }
-                let Some(l2) = relock() else { return TM_Deleted };
+                let Some(l2) = relock() else {
+                    return TM_Deleted;
+                };
                 let h2 = l2.row(s);
                 if xmax_infomask_changed(h2.infomask(), infomask) || h2.xmax != xwait {
                     continue 'l3;
@@ -892,7 +929,11 @@ fn lockmode_conflict(st: Status, x: u32, mode: Mode, h: &RowHdr) -> (u32, bool) 
         }
         if modes_conflict(status_mode(st), status_mode(wanted)) {
             return (
-                if h.has_next() || h.is_moved() { TM_Updated } else { TM_Deleted },
+                if h.has_next() || h.is_moved() {
+                    TM_Updated
+                } else {
+                    TM_Deleted
+                },
                 false,
             );
         }

@@ -6,7 +6,6 @@
 //! Two-phase commit: at PREPARE TRANSACTION the pending actions move into shared memory under the
 //! transaction's GID, and COMMIT PREPARED / ROLLBACK PREPARED (in any backend, observed through
 //! `ProcessUtility_hook`) apply them once PostgreSQL has finished the prepared transaction.
-use crate::am;
 use crate::storage::modify as storage;
 use crate::storage::tabledir::{self, RelKey, TableRef};
 use pgrx::pg_sys;
@@ -306,7 +305,9 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         }
         XACT_EVENT_PREPARE => {
             let list = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
-            let gid = PREPARING_GID.with(|g| g.borrow_mut().take()).unwrap_or_default();
+            let gid = PREPARING_GID
+                .with(|g| g.borrow_mut().take())
+                .unwrap_or_default();
             if !list.is_empty() {
                 let actions: Vec<Action> = list.iter().map(|p| p.action).collect();
                 store_prepared(&gid, &actions, false);
@@ -370,7 +371,7 @@ unsafe extern "C-unwind" fn object_access(
             if rel.is_null() {
                 return;
             }
-            if am::is_scoot(rel) {
+            if is_scoot(rel) {
                 let key = tabledir::key_of_rel(rel);
                 if tabledir::lookup(&key).is_some() {
                     drop_on_commit(key);
@@ -388,7 +389,16 @@ unsafe extern "C-unwind" fn object_access(
     }
 }
 
-pub unsafe fn install_hooks() {
+/// How to recognise a scoot relation (set by `_PG_init`: the access method layer sits above this
+/// one).
+static mut IS_SCOOT: fn(pg_sys::Relation) -> bool = |_| false;
+
+fn is_scoot(rel: pg_sys::Relation) -> bool {
+    unsafe { IS_SCOOT(rel) }
+}
+
+pub unsafe fn install_hooks(is_scoot: fn(pg_sys::Relation) -> bool) {
+    unsafe { IS_SCOOT = is_scoot };
     unsafe {
         pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
         pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());

@@ -2,7 +2,6 @@
 //! xmax and command id, so the system columns xmin/xmax/cmin/cmax work (foreign-key triggers
 //! and INSERT ... ON CONFLICT read xmin from the slot).
 use crate::storage::block::RowHdr;
-use crate::txn::mvcc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -122,7 +121,9 @@ pub unsafe fn set_sysattrs(slot: *mut pg_sys::TupleTableSlot, h: &RowHdr) {
         }
         let s = slot as *mut ScootSlot;
         let m = h.infomask();
-        (*s).xmin = if m & mvcc::HEAP_XMIN_FROZEN == mvcc::HEAP_XMIN_FROZEN {
+        (*s).xmin = if m & crate::storage::block::infomask::HEAP_XMIN_FROZEN
+            == crate::storage::block::infomask::HEAP_XMIN_FROZEN
+        {
             2
         } else {
             h.xmin
