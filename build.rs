@@ -14,7 +14,10 @@ fn main() {
         .arg("--includedir-server")
         .output()
         .unwrap_or_else(|e| panic!("running {pg_config} --includedir-server: {e}"));
-    assert!(out.status.success(), "{pg_config} --includedir-server failed");
+    assert!(
+        out.status.success(),
+        "{pg_config} --includedir-server failed"
+    );
     let inc = String::from_utf8(out.stdout).unwrap().trim().to_string();
     cc::Build::new()
         .file("src/ffi/shim.c")

@@ -8,10 +8,69 @@ pub static BLOCK_SIZE_KB: GucSetting<i32> = GucSetting::<i32>::new(1024);
 /// `scoot.max_tables`: number of scoot relations (relfilenodes) the arena can track (postmaster).
 pub static MAX_TABLES: GucSetting<i32> = GucSetting::<i32>::new(4096);
 
+/// `scoot.olap`: analytic statements read an OLAP snapshot of the arena (user).
+pub static OLAP: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// `scoot.snapshot_max_age`: how old (ms) a snapshot may be for an OLAP read (user).
+pub static SNAPSHOT_MAX_AGE_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `scoot.snapshot_interval`: how often (ms) the OLAP worker takes a snapshot when anything
+/// changed (sighup).
+pub static SNAPSHOT_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `scoot.snapshot_memory`: pre-image memory for snapshots, MB (postmaster).
+pub static SNAPSHOT_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(256);
+/// `scoot.snapshot_method`: uffd | software | copy (postmaster).
+pub static SNAPSHOT_METHOD: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(Some(c"uffd"));
+
 /// `scoot.opportunistic_prune`: prune version chains during scans and index fetches (debugging aid).
 pub static OPPORTUNISTIC_PRUNE: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 pub fn define() {
+    GucRegistry::define_bool_guc(
+        c"scoot.olap",
+        c"Read-only analytic statements on scoot tables read an OLAP snapshot of the arena.",
+        c"Statements of READ ONLY transactions and single-statement SELECTs on scoot tables (which then run as read-only transactions) read a transaction-consistent copy-on-write snapshot at most scoot.snapshot_max_age old.",
+        &OLAP,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.snapshot_max_age",
+        c"Maximum age of the OLAP snapshot an analytic statement reads.",
+        c"",
+        &SNAPSHOT_MAX_AGE_MS,
+        0,
+        3_600_000,
+        GucContext::Userset,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.snapshot_interval",
+        c"How often the OLAP worker takes a snapshot when anything changed.",
+        c"",
+        &SNAPSHOT_INTERVAL_MS,
+        10,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.snapshot_memory",
+        c"Memory for the pre-images snapshots keep of changed pages.",
+        c"Past it the oldest snapshot is abandoned: its readers fail with 'snapshot too old'.",
+        &SNAPSHOT_MEMORY_MB,
+        1,
+        1 << 20,
+        GucContext::Postmaster,
+        GucFlags::UNIT_MB,
+    );
+    GucRegistry::define_string_guc(
+        c"scoot.snapshot_method",
+        c"How snapshots preserve pages: uffd (kernel copy-on-write), software (writers copy), copy (eager copy).",
+        c"uffd falls back to software where userfaultfd is unavailable.",
+        &SNAPSHOT_METHOD,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
     GucRegistry::define_bool_guc(
         c"scoot.opportunistic_prune",
         c"Prune dead row versions while reading (like heap's page pruning).",

@@ -9,9 +9,12 @@
 //!                issue logs exactly these operations).
 //! - `txn/`     — `mvcc` (visibility rules: PostgreSQL's heap semantics on scoot headers),
 //!                `locking` (row locks, multixacts, waiting), `xact` (storage lifetimes at
-//!                commit/abort).
-//! - `am/`      — the TableAmRoutine callbacks (scans, index fetch, modify, DDL, vacuum) and the
-//!                scoot slot type.
+//!                commit/abort), `horizon` (what pruning may remove).
+//! - `snapshot/` — *how does a snapshot happen*: OLAP snapshots of the arena (registry, the OLAP
+//!                background worker, the uffd/software/copy methods, the reader's image, which
+//!                statements read one). `storage/cow.rs` is its write side.
+//! - `am/`      — the TableAmRoutine callbacks (scans, index fetch, modify, DDL, vacuum), reading
+//!                live blocks or a snapshot image.
 //! - `views`    — `scoot.arena` and other observability functions.
 //! - `guc`      — the `scoot.*` settings; `ffi` — the thin unsafe layer (declarations pgrx lacks).
 #![allow(clippy::missing_safety_doc)]
@@ -23,6 +26,7 @@ use pgrx::prelude::*;
 pub mod am;
 pub mod ffi;
 pub mod guc;
+pub mod snapshot;
 pub mod storage;
 pub mod txn;
 pub mod views;
@@ -46,6 +50,7 @@ pub extern "C-unwind" fn _PG_init() {
         guc::define();
         storage::arena::install_hooks();
         txn::xact::install_hooks(am::is_scoot);
+        snapshot::install(am::is_scoot);
     }
 }
 

@@ -171,3 +171,146 @@ fn row_versions(
     }
     TableIterator::new(rows)
 }
+
+// ---------------------------------------------------------------- OLAP snapshots
+
+fn ts(t: i64) -> Option<pgrx::datum::TimestampWithTimeZone> {
+    (t != 0).then(|| unsafe { pgrx::datum::TimestampWithTimeZone::from_datum(pg_sys::Datum::from(t), false) })
+        .flatten()
+}
+
+#[pg_extern]
+fn snapshots_info() -> TableIterator<
+    'static,
+    (
+        name!(id, i64),
+        name!(method, String),
+        name!(state, String),
+        name!(taken_at, Option<pgrx::datum::TimestampWithTimeZone>),
+        name!(age_ms, f64),
+        name!(readers, i32),
+        name!(blocks, i32),
+        name!(pages_preserved, i64),
+        name!(bytes_preserved, i64),
+        name!(gate_ms, f64),
+        name!(create_ms, f64),
+        name!(writers_armed, i32),
+        name!(bytes_armed, i64),
+        name!(bytes_copied, i64),
+        name!(xmin, i64),
+    ),
+> {
+    use crate::snapshot::registry;
+    use crate::storage::cow;
+    crate::ensure_preloaded();
+    let now = unsafe { pg_sys::GetCurrentTimestamp() };
+    let mut rows = Vec::new();
+    for i in 0..cow::MAX_SNAPSHOTS {
+        let s = registry::slot(i);
+        if s.state.load(Ordering::Acquire) != registry::S_LIVE {
+            continue;
+        }
+        let epoch = s.epoch.load(Ordering::Acquire);
+        let live = cow::slot_live(i, epoch);
+        let pages = if live { cow::pages_for_epoch(epoch) } else { 0 };
+        let taken = s.taken_at.load(Ordering::Acquire);
+        rows.push((
+            s.id.load(Ordering::Acquire) as i64,
+            registry::method_name(s.method.load(Ordering::Acquire)).to_string(),
+            if !live {
+                "abandoned".to_string()
+            } else if registry::reg().newest.load(Ordering::Acquire) == i as u32 {
+                "newest".to_string()
+            } else {
+                "live".to_string()
+            },
+            ts(taken),
+            (now - taken) as f64 / 1000.0,
+            s.pins.load(Ordering::Acquire) as i32,
+            s.blocks.load(Ordering::Acquire) as i32,
+            pages as i64,
+            (pages * cow::PAGE as u64) as i64,
+            s.gate_us.load(Ordering::Acquire) as f64 / 1000.0,
+            s.create_us.load(Ordering::Acquire) as f64 / 1000.0,
+            s.writers_armed.load(Ordering::Acquire) as i32,
+            s.armed_bytes.load(Ordering::Acquire) as i64,
+            s.copied_bytes.load(Ordering::Acquire) as i64,
+            s.xmin.load(Ordering::Acquire) as i64,
+        ));
+    }
+    rows.sort_by_key(|r| r.0);
+    TableIterator::new(rows)
+}
+
+#[pg_extern]
+fn snapshot_stats_info() -> TableIterator<
+    'static,
+    (
+        name!(method, String),
+        name!(method_reason, String),
+        name!(worker_pid, Option<i32>),
+        name!(snapshots_taken, i64),
+        name!(snapshots_released, i64),
+        name!(snapshots_abandoned, i64),
+        name!(abandoned_for_memory, i64),
+        name!(gate_timeouts, i64),
+        name!(create_failures, i64),
+        name!(skipped_suboverflowed, i64),
+        name!(create_ms_avg, f64),
+        name!(create_ms_max, f64),
+        name!(gate_ms_avg, f64),
+        name!(gate_ms_max, f64),
+        name!(pages_saved, i64),
+        name!(save_us_avg, f64),
+        name!(write_faults, i64),
+        name!(fault_us_avg, f64),
+        name!(pool_bytes, i64),
+        name!(pool_bytes_used, i64),
+        name!(zombie_blocks, i32),
+    ),
+> {
+    use crate::snapshot::registry;
+    use crate::storage::cow;
+    crate::ensure_preloaded();
+    let r = registry::reg();
+    let c = cow::ctl();
+    let created = r.created.load(Ordering::Relaxed);
+    let saves = c.saves.load(Ordering::Relaxed);
+    let faults = r.uffd_faults.load(Ordering::Relaxed);
+    let avg = |tot: u64, n: u64, div: f64| if n == 0 { 0.0 } else { tot as f64 / n as f64 / div };
+    let pid = r.worker_pid.load(Ordering::Acquire);
+    TableIterator::once((
+        registry::method_name(r.method.load(Ordering::Acquire)).to_string(),
+        registry::reason(),
+        (pid != 0).then_some(pid),
+        created as i64,
+        r.released.load(Ordering::Relaxed) as i64,
+        (r.abandoned.load(Ordering::Relaxed) + c.abandoned_for_memory.load(Ordering::Relaxed)) as i64,
+        c.abandoned_for_memory.load(Ordering::Relaxed) as i64,
+        r.gate_timeouts.load(Ordering::Relaxed) as i64,
+        r.create_failures.load(Ordering::Relaxed) as i64,
+        r.skipped_overflow.load(Ordering::Relaxed) as i64,
+        avg(r.create_us_total.load(Ordering::Relaxed), created, 1000.0),
+        r.create_us_max.load(Ordering::Relaxed) as f64 / 1000.0,
+        avg(r.gate_us_total.load(Ordering::Relaxed), created, 1000.0),
+        r.gate_us_max.load(Ordering::Relaxed) as f64 / 1000.0,
+        saves as i64,
+        avg(c.save_ns.load(Ordering::Relaxed), saves, 1000.0),
+        faults as i64,
+        avg(r.uffd_fault_ns.load(Ordering::Relaxed), faults, 1000.0),
+        (c.nframes as u64 * cow::PAGE as u64) as i64,
+        (cow::frames_in_use() as u64 * cow::PAGE as u64) as i64,
+        arena::zombie_blocks() as i32,
+    ))
+}
+
+extension_sql!(
+    r#"
+CREATE VIEW snapshots AS SELECT * FROM snapshots_info();
+CREATE VIEW snapshot_stats AS SELECT * FROM snapshot_stats_info();
+COMMENT ON VIEW snapshots IS 'OLAP snapshots of the scoot arena: id, method, age, readers, pre-image pages preserved, creation cost';
+COMMENT ON VIEW snapshot_stats IS 'OLAP snapshot worker statistics: method in use and why, snapshots taken/abandoned, creation and gate-closed times, pre-image saves and write faults';
+"#,
+    name = "snapshot_views",
+    requires = [snapshots_info, snapshot_stats_info]
+);

@@ -14,6 +14,7 @@ use crate::storage::decode_tid_parts;
 use crate::storage::modify::{self as storage, Locked};
 use crate::storage::row;
 use crate::storage::tabledir::{self, TableRef};
+use crate::txn::horizon;
 use crate::txn::mvcc::{self, Htsv, HEAP_XMAX_INVALID};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -159,10 +160,18 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
     let mut members: Vec<(u32, u32, u32)> = Vec::new();
     let mut latest_dead: Option<usize> = None;
     let mut ended = false;
+    // the xid that deleted the newest removable member (0: its inserter aborted)
+    let mut latest_dead_x = 0u32;
     let stop = walk_chain(t, rb, rs, |l, s, h| {
         match classify(h) {
             Prune::Keep => return true,
-            Prune::Dead => latest_dead = Some(members.len()),
+            Prune::Dead => {
+                latest_dead = Some(members.len());
+                latest_dead_x = match mvcc::htsv_horizon(h) {
+                    (mvcc::Htsv::RecentlyDead, x) => x,
+                    _ => 0,
+                };
+            }
             Prune::Recent => {}
         }
         members.push((l.lb, s, h.xmin));
@@ -171,10 +180,20 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         }
         false
     });
-    let Some(ld) = latest_dead else { return false };
+    let Some(mut ld) = latest_dead else { return false };
     // the first member after the removable part: a Recent member, or the Keep member we stopped at
-    let keep_target = members.get(ld + 1).map(|&(b, s, _)| (b, s)).or(stop);
-    let whole_chain_dead = keep_target.is_none() && ended && ld + 1 == members.len();
+    let mut keep_target = members.get(ld + 1).map(|&(b, s, _)| (b, s)).or(stop);
+    let mut whole_chain_dead = keep_target.is_none() && ended && ld + 1 == members.len();
+    if whole_chain_dead && !horizon::image_allows(latest_dead_x) {
+        // a live snapshot image may still see the row through the index: keep the chain's
+        // newest member (and the index entries leading to it), free the older ones
+        if ld == 0 {
+            return false;
+        }
+        keep_target = Some((members[ld].0, members[ld].1));
+        ld -= 1;
+        whole_chain_dead = false;
+    }
     if keep_target.is_none() && !whole_chain_dead {
         return false; // the walk broke off (concurrent change): leave the chain alone
     }
@@ -220,12 +239,13 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
     whole_chain_dead
 }
 
-/// Opportunistic classification with the GlobalVis test.
+/// Opportunistic classification with the GlobalVis test (and scoot's own horizon, which skips
+/// the readers of snapshot images).
 pub fn classify_globalvis(h: &RowHdr, vistest: *mut pg_sys::GlobalVisState) -> Prune {
     match mvcc::htsv_horizon(h) {
         (Htsv::Dead, _) => Prune::Dead,
         (Htsv::RecentlyDead, x) => {
-            if unsafe { pg_sys::GlobalVisTestIsRemovableXid(vistest, ffi::xid(x)) } {
+            if horizon::removable(x, vistest) {
                 Prune::Dead
             } else {
                 Prune::Recent
@@ -246,6 +266,8 @@ struct IndexFetch {
     /// ... and the root of its chain (`*tid` now names the member, as heap's does)
     root: (u32, u32),
     vistest: *mut pg_sys::GlobalVisState,
+    /// fetches through an OLAP snapshot image (per image, dropped with the memory context)
+    img: *mut super::scan::Holder<Option<super::snapread::ImgScan>>,
 }
 
 #[pg_guard]
@@ -259,6 +281,7 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         (*f).t = t;
         (*f).last = None;
         (*f).vistest = std::ptr::null_mut();
+        (*f).img = super::scan::new_holder(None);
         f as *mut pg_sys::IndexFetchTableData
     })
 }
@@ -270,7 +293,10 @@ pub unsafe extern "C-unwind" fn index_fetch_reset(data: *mut pg_sys::IndexFetchT
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
-    boundary(|| unsafe { pg_sys::pfree(data as *mut c_void) })
+    boundary(|| unsafe {
+        super::scan::drop_holder((*(data as *mut IndexFetch)).img);
+        pg_sys::pfree(data as *mut c_void)
+    })
 }
 
 #[pg_guard]
@@ -296,6 +322,10 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
         if !all_dead.is_null() {
             *all_dead = false;
         }
+        if let Some(img) = crate::snapshot::session::image_for(snapshot) {
+            return fetch_image(f, rel, t, img, tid, slot, call_again);
+        }
+        super::snapread::live_read(snapshot);
         let (rb, rs) = if continuing && f.last.is_some() {
             f.root
         } else {
@@ -333,7 +363,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
                 more = hot_next(h).is_some();
                 return true;
             }
-            if !seen_live && mvcc::dead_to_all(h, vistest) {
+            if !seen_live && horizon::dead_for_index(h, vistest) {
                 dead_prefix += 1;
             } else {
                 seen_live = true;
@@ -376,6 +406,60 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
     })
 }
 
+/// `index_fetch_tuple` on an OLAP snapshot image: the chain as the image has it, the member
+/// its MVCC snapshot sees. No pruning, and index entries are never reported dead.
+unsafe fn fetch_image(
+    f: &mut IndexFetch,
+    rel: pg_sys::Relation,
+    t: TableRef,
+    img: std::rc::Rc<crate::snapshot::image::Image>,
+    tid: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+    call_again: *mut bool,
+) -> bool {
+    unsafe {
+        *call_again = false;
+        let h = &mut *f.img;
+        let st = &mut *h.st;
+        if st.as_ref().is_none_or(|s| s.image.id != img.id) {
+            *st = super::snapread::image_scan(rel, t, img.snap);
+            if st.is_none() {
+                // the image maps from the statement snapshot; fall back to this image
+                if !img.has_table(t) {
+                    super::snapread::image_scan(rel, t, std::ptr::null_mut());
+                }
+                let ti = img.table(t);
+                *st = Some(super::snapread::ImgScan::new(img.clone(), ti));
+            }
+        }
+        let s = st.as_mut().unwrap();
+        let Some((rb, rs)) = super::decode_tid(tid) else {
+            ffi::exec_clear_tuple(slot);
+            return false;
+        };
+        ffi::pgstat_count_pages_hit(rel, 1);
+        let snap = s.image.snap;
+        let found = super::snapread::walk_chain(s, rb, rs, |lb, blk, sl, h| {
+            if mvcc::visible(h, snap) {
+                super::store_row(rel, blk, lb, sl, slot);
+                true
+            } else {
+                false
+            }
+        });
+        match found {
+            Some(pos) => {
+                *tid = tid_of(pos.0, pos.1);
+                true
+            }
+            None => {
+                ffi::exec_clear_tuple(slot);
+                false
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------- index_delete_tuples
 
 #[pg_guard]
@@ -401,7 +485,7 @@ pub unsafe extern "C-unwind" fn index_delete_tuples(
             if !root_dead {
                 walk_chain(t, rb, rs, |_l, _s, h| {
                     members += 1;
-                    if mvcc::dead_to_all(h, vistest) {
+                    if horizon::dead_for_index(h, vistest) {
                         let x = mvcc::update_xid(h);
                         if ffi::xid_valid(x) && (latest == 0 || mvcc::precedes(latest, x)) {
                             latest = x;

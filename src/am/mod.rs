@@ -5,6 +5,7 @@
 //! - `modify` — insert, multi-insert, speculative insert, delete, update, row locks, TID ops
 //! - `ddl`    — new relfilenodes, truncate, copy (SET TABLESPACE, CLUSTER/VACUUM FULL), sizes
 //! - `vacuum` — VACUUM: pruning, index cleanup, freezing, statistics
+//! - `snapread` — the same reads on an OLAP snapshot image (no locks, image MVCC snapshot)
 //!
 //! TIDs: row `slot` of arena block `b` is (b * vpb + slot / 291, slot % 291 + 1); see `block::tid`.
 use crate::ffi;
@@ -17,6 +18,7 @@ pub mod ddl;
 pub mod index;
 pub mod modify;
 pub mod scan;
+pub mod snapread;
 pub mod vacuum;
 
 pub use crate::storage::{decode_tid, decode_tid_parts, tid_of};

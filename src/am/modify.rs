@@ -545,6 +545,17 @@ pub unsafe extern "C-unwind" fn tuple_fetch_row_version(
 ) -> bool {
     boundary(|| unsafe {
         let t = tabledir::resolve(rel);
+        if let Some(mut im) = super::snapread::image_scan(rel, t, snapshot) {
+            if let Some((lb, s)) = decode_tid(tid) {
+                if super::snapread::fetch(rel, &mut im, lb, s, slot) {
+                    (*slot).tts_tid = *tid;
+                    return true;
+                }
+            }
+            ffi::exec_clear_tuple(slot);
+            return false;
+        }
+        super::snapread::live_read(snapshot);
         if let Some((lb, s)) = decode_tid(tid) {
             if let Some(l) = storage::lock(t, lb, false) {
                 if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
@@ -635,6 +646,16 @@ pub unsafe extern "C-unwind" fn tuple_satisfies_snapshot(
         let Some((lb, s)) = decode_tid(&(*slot).tts_tid) else {
             return false;
         };
+        if let Some(mut im) = super::snapread::image_scan(rel, t, snapshot) {
+            return match im.cached(lb) {
+                Some((blk, hwm)) => {
+                    s < hwm
+                        && blk.row(s).state() == ST_NORMAL
+                        && mvcc::visible(blk.row(s), im.image.snap)
+                }
+                None => false,
+            };
+        }
         storage::lock(t, lb, false)
             .map(|l| {
                 storage::slot_in_range(&l, s)

@@ -2,6 +2,7 @@
 //! handed out by PostgreSQL's block allocator), TID range, bitmap heap scans, TABLESAMPLE and the
 //! ANALYZE sampler. Each row is checked for visibility and copied into the slot under its
 //! block's shared lock; no pointer into the arena survives the lock.
+use super::snapread::{self, ImgScan};
 use super::{check_conflict_out, predicate_lock_row};
 use crate::ffi;
 use crate::ffi::guard::boundary;
@@ -37,6 +38,8 @@ pub struct ScanState {
     page_next: u32,
     page_end: u32,
     sample_started: bool,
+    /// the scan reads an OLAP snapshot image (see `snapread`)
+    pub img: Option<ImgScan>,
 }
 
 /// A palloc'd holder whose memory-context callback drops the Rust state if the scan is never
@@ -126,10 +129,20 @@ pub unsafe extern "C-unwind" fn scan_begin(
         (*scan).base.rs_key = key;
         (*scan).base.rs_flags = flags;
         (*scan).base.rs_parallel = pscan;
-        let blocks = if pscan.is_null() {
-            local_blocks(t)
+        let img = if snapshot.is_null() {
+            None
         } else {
+            snapread::image_scan(rel, t, snapshot)
+        };
+        if img.is_none() && !snapshot.is_null() {
+            snapread::live_read(snapshot);
+        }
+        let blocks = if !pscan.is_null() {
             Vec::new()
+        } else if let Some(i) = &img {
+            i.table.blocks.iter().map(|b| b.local).collect()
+        } else {
+            local_blocks(t)
         };
         (*scan).h = new_holder(ScanState {
             t,
@@ -146,9 +159,11 @@ pub unsafe extern "C-unwind" fn scan_begin(
             page_next: 0,
             page_end: 0,
             sample_started: false,
+            img,
         });
         if flags & (pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN)
             != 0
+            && state(scan as pg_sys::TableScanDesc).img.is_none()
         {
             ffi::PredicateLockRelation(rel, snapshot);
         }
@@ -190,7 +205,10 @@ pub unsafe extern "C-unwind" fn scan_rescan(
         }
         let st = state(scan);
         if (*scan).rs_parallel.is_null() {
-            st.blocks = local_blocks(st.t);
+            st.blocks = match &st.img {
+                Some(i) => i.table.blocks.iter().map(|b| b.local).collect(),
+                None => local_blocks(st.t),
+            };
         }
         st.pos = Pos::Start;
         if (*scan).rs_flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 {
@@ -211,6 +229,9 @@ unsafe fn seek(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     unsafe {
+        if state(scan).img.is_some() {
+            return seek_image(scan, forward, slot);
+        }
         let rel = (*scan).rs_rd;
         let snap = (*scan).rs_snapshot;
         let st = state(scan);
@@ -267,6 +288,67 @@ unsafe fn seek(
     }
 }
 
+/// [`seek`] on an OLAP snapshot image: blocks are materialized copies, no lock is taken.
+unsafe fn seek_image(
+    scan: pg_sys::TableScanDesc,
+    forward: bool,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let st = state(scan);
+        let n = st.blocks.len();
+        let (mut bi, mut s): (isize, i64) = match (st.pos, forward) {
+            (Pos::Start, true) => (0, 0),
+            (Pos::At(b, s), true) => (b as isize, s as i64 + 1),
+            (Pos::End, true) => return false,
+            (Pos::Start, false) => return false,
+            (Pos::At(b, s), false) => (b as isize, s as i64 - 1),
+            (Pos::End, false) => (n as isize - 1, i64::MAX),
+        };
+        while bi >= 0 && (bi as usize) < n {
+            let lb = st.blocks[bi as usize];
+            let im = st.img.as_mut().unwrap();
+            if let Some(b) = im.table.block(lb).copied() {
+                let entering = (forward && s == 0) || (!forward && s == i64::MAX);
+                if entering {
+                    ffi::pgstat_count_pages_hit(rel, block_pages(st.t, lb, b.hwm));
+                }
+                im.buf.load(&im.image, b.ab);
+                let blk = im.buf.blk();
+                let hwm = b.hwm as i64;
+                if !forward && s >= hwm {
+                    s = hwm - 1;
+                }
+                while s >= 0 && s < hwm {
+                    let sl = s as u32;
+                    let ord = ordinal(lb, sl);
+                    let h = blk.row(sl);
+                    if h.state() == ST_NORMAL
+                        && ord >= st.tid_lo
+                        && ord <= st.tid_hi
+                        && im.visible(b.all_visible, h)
+                    {
+                        super::store_row(rel, blk, lb, sl, slot);
+                        st.pos = Pos::At(bi as usize, sl);
+                        return true;
+                    }
+                    s += if forward { 1 } else { -1 };
+                }
+            }
+            if forward {
+                bi += 1;
+                s = 0;
+            } else {
+                bi -= 1;
+                s = i64::MAX;
+            }
+        }
+        st.pos = if forward { Pos::End } else { Pos::Start };
+        false
+    }
+}
+
 /// Parallel scans: arena blocks are handed out by PostgreSQL's parallel block allocator.
 unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTableSlot) -> bool {
     unsafe {
@@ -283,8 +365,17 @@ unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                         st.pstarted = true;
                     }
                     let b = pg_sys::table_block_parallelscan_nextpage(rel, &mut st.pworker, pb);
-                    if b == pg_sys::InvalidBlockNumber || b >= tabledir::nlocal(st.t) {
+                    if b == pg_sys::InvalidBlockNumber || b >= (*pb).phs_nblocks {
                         return false;
+                    }
+                    if let Some(im) = st.img.as_ref() {
+                        if let Some(ib) = im.table.block(b) {
+                            ffi::pgstat_count_pages_hit(rel, block_pages(st.t, b, ib.hwm));
+                        }
+                        (b, 0)
+                    } else {
+                    if b >= tabledir::nlocal(st.t) {
+                        continue;
                     }
                     super::index::maybe_prune_block(rel, st.t, b);
                     if let Some(ab) = tabledir::arena_block(st.t, b) {
@@ -294,8 +385,27 @@ unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                         ffi::pgstat_count_pages_hit(rel, block_pages(st.t, b, hwm));
                     }
                     (b, 0)
+                    }
                 }
             };
+            if let Some(im) = st.img.as_mut() {
+                if let Some(ib) = im.table.block(b).copied() {
+                    im.buf.load(&im.image, ib.ab);
+                    let blk = im.buf.blk();
+                    let mut sl = s;
+                    while sl < ib.hwm {
+                        let h = blk.row(sl);
+                        if h.state() == ST_NORMAL && im.visible(ib.all_visible, h) {
+                            super::store_row(rel, blk, b, sl, slot);
+                            st.pcur = Some((b, sl + 1));
+                            return true;
+                        }
+                        sl += 1;
+                    }
+                }
+                st.pcur = None;
+                continue;
+            }
             if let Some(l) = storage::lock(st.t, b, false) {
                 let hwm = l.hwm();
                 let mut sl = s;
@@ -403,8 +513,13 @@ pub unsafe extern "C-unwind" fn parallelscan_initialize(
     boundary(|| unsafe {
         let sz = pg_sys::table_block_parallelscan_initialize(rel, pscan);
         let pb = pscan as pg_sys::ParallelBlockTableScanDesc;
-        // hand out the table's local blocks
-        (*pb).phs_nblocks = tabledir::nlocal(tabledir::resolve(rel));
+        // hand out the table's local blocks (those of the snapshot image it reads, if any)
+        let t = tabledir::resolve(rel);
+        let img_n = crate::snapshot::session::current_image()
+            .filter(|i| i.has_table(t))
+            .map(|i| i.table(t).nlocal)
+            .unwrap_or(0);
+        (*pb).phs_nblocks = tabledir::nlocal(t).max(img_n);
         (*pb).base.phs_syncscan = false;
         sz
     })
@@ -434,11 +549,39 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
         let page = (*tbmres).blockno;
         let vpb = arena::vpb();
         let b = page / vpb;
+        let base = (page % vpb) * TID_OFFSETS_PER_PAGE;
+        let ntuples = (*tbmres).ntuples;
+        if let Some(im) = st.img.as_mut() {
+            let Some((blk, hwm)) = im.cached(b) else {
+                return false;
+            };
+            ffi::pgstat_count_pages_hit(rel, 1);
+            let mut roots: Vec<u32> = Vec::new();
+            if ntuples >= 0 {
+                let offs = (*tbmres).offsets.as_ptr();
+                for i in 0..ntuples as usize {
+                    roots.push(base + *offs.add(i) as u32 - 1);
+                }
+            } else {
+                for s in base..(base + TID_OFFSETS_PER_PAGE).min(hwm) {
+                    let h = blk.row(s);
+                    if (h.state() == ST_NORMAL && !h.has_flag(F_HEAP_ONLY))
+                        || h.state() == ST_REDIRECT
+                    {
+                        roots.push(s);
+                    }
+                }
+            }
+            for s in roots {
+                if let Some(found) = snapread::chain_visible(im, b, s) {
+                    st.vis.push(found);
+                }
+            }
+            return !st.vis.is_empty();
+        }
         if b >= tabledir::nlocal(st.t) {
             return false;
         }
-        let base = (page % vpb) * TID_OFFSETS_PER_PAGE;
-        let ntuples = (*tbmres).ntuples;
         ffi::pgstat_count_pages_hit(rel, 1);
         let mut roots: Vec<u32> = Vec::new();
         if ntuples >= 0 {
@@ -481,6 +624,16 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
         while st.vis_pos < st.vis.len() {
             let (b, s) = st.vis[st.vis_pos];
             st.vis_pos += 1;
+            if let Some(im) = st.img.as_mut() {
+                if let Some((blk, hwm)) = im.cached(b) {
+                    if s < hwm && blk.row(s).state() == ST_NORMAL {
+                        super::store_row(rel, blk, b, s, slot);
+                        ffi::pgstat_count_fetch(rel);
+                        return true;
+                    }
+                }
+                continue;
+            }
             if let Some(l) = storage::lock(st.t, b, false) {
                 if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
                     super::store_row(rel, l.blk, b, s, slot);
@@ -527,7 +680,16 @@ pub unsafe extern "C-unwind" fn scan_sample_next_block(
     boundary(|| unsafe {
         let st = state(scan);
         let tsm = (*scanstate).tsmroutine;
-        let nblocks = tid_pages(st.t);
+        let nblocks = match st.img.as_ref() {
+            Some(im) => im
+                .table
+                .blocks
+                .last()
+                .map(|b| b.local * arena::vpb() + b.hwm.div_ceil(TID_OFFSETS_PER_PAGE))
+                .unwrap_or(0)
+                .max(tid_pages(st.t)),
+            None => tid_pages(st.t),
+        };
         let page = if let Some(next) = (*tsm).NextSampleBlock {
             next(scanstate, nblocks)
         } else if !st.sample_started {
@@ -561,7 +723,19 @@ pub unsafe extern "C-unwind" fn scan_sample_next_tuple(
         let snap = (*scan).rs_snapshot;
         let st = state(scan);
         let tsm = (*scanstate).tsmroutine;
-        let Some((b, lo, hi)) = page_slots(st.t, st.page) else {
+        let ps = match st.img.as_ref() {
+            Some(im) => {
+                let vpb = arena::vpb();
+                let b = st.page / vpb;
+                im.table.block(b).and_then(|ib| {
+                    let lo = (st.page % vpb) * TID_OFFSETS_PER_PAGE;
+                    let hi = (lo + TID_OFFSETS_PER_PAGE).min(ib.hwm);
+                    (hi > lo).then_some((b, lo, hi))
+                })
+            }
+            None => page_slots(st.t, st.page),
+        };
+        let Some((b, lo, hi)) = ps else {
             ffi::exec_clear_tuple(slot);
             return false;
         };
@@ -573,6 +747,13 @@ pub unsafe extern "C-unwind" fn scan_sample_next_tuple(
                 return false;
             }
             let s = lo + off as u32 - 1;
+            if let Some(im) = st.img.as_mut() {
+                if snapread::fetch(rel, im, b, s, slot) {
+                    ffi::pgstat_count_getnext(rel);
+                    return true;
+                }
+                continue;
+            }
             if let Some(l) = storage::lock(st.t, b, false) {
                 if s < l.hwm() {
                     let h = l.row(s);

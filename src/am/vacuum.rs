@@ -48,7 +48,8 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             &mut freeze_limit,
             &mut multi_cutoff,
         );
-        let horizon = oldest_xmin.into_inner();
+        // scoot's horizon skips the readers of snapshot images (see txn::horizon)
+        let horizon = crate::txn::horizon::vacuum_horizon(oldest_xmin.into_inner());
         let flimit = freeze_limit.into_inner();
         let mcut = multi_cutoff.into_inner();
         let classify = |h: &crate::storage::block::RowHdr| match mvcc::htsv(h, horizon) {
@@ -149,6 +150,10 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                     },
                     _ => {}
                 }
+            }
+            if all_visible {
+                // snapshot scans skip per-row visibility on this block (see BlockDesc::vis_xid)
+                l.desc.vis_xid.store(horizon, std::sync::atomic::Ordering::Relaxed);
             }
             drop(l);
             if all_visible {

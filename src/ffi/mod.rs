@@ -21,6 +21,7 @@ extern "C-unwind" {
         xid: pg_sys::TransactionId,
         snapshot: pg_sys::Snapshot,
     );
+    pub static max_prepared_xacts: std::ffi::c_int;
     pub fn RelidByRelfilenode(reltablespace: pg_sys::Oid, relfilenode: pg_sys::Oid) -> pg_sys::Oid;
     pub fn CheckForSerializableConflictIn(
         relation: pg_sys::Relation,

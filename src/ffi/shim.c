@@ -39,3 +39,107 @@ scoot_try(scoot_fn fn, void *arg)
 	PG_END_TRY();
 	return err;
 }
+
+/*
+ * Executor and EXPLAIN hooks of the OLAP snapshot layer (src/snapshot/session.rs). The hooks
+ * themselves are C so that no Rust frame sits between PostgreSQL and the executor it calls: an
+ * error raised anywhere in a query unwinds through C frames only and reaches the client intact.
+ * The Rust parts run before and after the standard functions and never wrap them.
+ */
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "executor/instrument.h"
+#include "optimizer/optimizer.h"
+#include "tcop/tcopprot.h"
+
+extern void scoot_exec_start_before(QueryDesc *qd, int eflags);
+extern void scoot_exec_start_after(QueryDesc *qd, int eflags);
+extern void scoot_exec_run_before(QueryDesc *qd);
+extern void scoot_exec_end_before(QueryDesc *qd);
+extern void scoot_explain_before(void);
+extern void scoot_explain_after(ExplainState *es, int start_len);
+
+static ExecutorStart_hook_type prev_start = NULL;
+static ExecutorRun_hook_type prev_run = NULL;
+static ExecutorEnd_hook_type prev_end = NULL;
+static ExplainOneQuery_hook_type prev_explain = NULL;
+
+static void
+scoot_executor_start(QueryDesc *qd, int eflags)
+{
+	scoot_exec_start_before(qd, eflags);
+	if (prev_start)
+		prev_start(qd, eflags);
+	else
+		standard_ExecutorStart(qd, eflags);
+	scoot_exec_start_after(qd, eflags);
+}
+
+static void
+scoot_executor_run(QueryDesc *qd, ScanDirection direction, uint64 count, bool execute_once)
+{
+	scoot_exec_run_before(qd);
+	if (prev_run)
+		prev_run(qd, direction, count, execute_once);
+	else
+		standard_ExecutorRun(qd, direction, count, execute_once);
+}
+
+static void
+scoot_executor_end(QueryDesc *qd)
+{
+	scoot_exec_end_before(qd);
+	if (prev_end)
+		prev_end(qd);
+	else
+		standard_ExecutorEnd(qd);
+}
+
+/* ExplainOneQuery() without a hook, plus the snapshot annotations */
+static void
+scoot_explain_one_query(Query *query, int cursorOptions, IntoClause *into, ExplainState *es,
+						const char *queryString, ParamListInfo params, QueryEnvironment *queryEnv)
+{
+	PlannedStmt *plan;
+	instr_time	planstart,
+				planduration;
+	BufferUsage bufusage_start,
+				bufusage;
+	int			start_len = es->str->len;
+
+	if (prev_explain)
+	{
+		prev_explain(query, cursorOptions, into, es, queryString, params, queryEnv);
+		return;
+	}
+	scoot_explain_before();
+	if (es->buffers)
+		bufusage_start = pgBufferUsage;
+	INSTR_TIME_SET_CURRENT(planstart);
+	plan = pg_plan_query(query, queryString, cursorOptions, params);
+	INSTR_TIME_SET_CURRENT(planduration);
+	INSTR_TIME_SUBTRACT(planduration, planstart);
+	if (es->buffers)
+	{
+		memset(&bufusage, 0, sizeof(BufferUsage));
+		BufferUsageAccumDiff(&bufusage, &pgBufferUsage, &bufusage_start);
+	}
+	ExplainOnePlan(plan, into, es, queryString, params, queryEnv,
+				   &planduration, (es->buffers ? &bufusage : NULL));
+	scoot_explain_after(es, start_len);
+}
+
+void		scoot_install_executor_hooks(void);
+
+void
+scoot_install_executor_hooks(void)
+{
+	prev_start = ExecutorStart_hook;
+	ExecutorStart_hook = scoot_executor_start;
+	prev_run = ExecutorRun_hook;
+	ExecutorRun_hook = scoot_executor_run;
+	prev_end = ExecutorEnd_hook;
+	ExecutorEnd_hook = scoot_executor_end;
+	prev_explain = ExplainOneQuery_hook;
+	ExplainOneQuery_hook = scoot_explain_one_query;
+}

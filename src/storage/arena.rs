@@ -16,6 +16,7 @@ use crate::ffi;
 use crate::guc;
 use crate::storage::block::TID_OFFSETS_PER_PAGE;
 use crate::storage::blockmap::{self, BlockMap};
+use crate::storage::cow;
 use crate::storage::tabledir::{self, TableRef};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -59,6 +60,23 @@ pub struct BlockDesc {
     /// Versions in this block superseded by an update/delete since the last prune (a hint that
     /// pruning the block's chains would free space).
     pub obsolete: AtomicU32,
+    /// Snapshot epoch current when the block was allocated: snapshots up to this epoch do not
+    /// contain it, so its pages need no preservation for them (see `cow`).
+    pub born: AtomicU32,
+    /// Newest epoch a page of this block was preserved for (see `cow`): a snapshot `e` with
+    /// `saved_tag < e` finds the whole block unchanged since it was taken.
+    pub saved_tag: AtomicU32,
+    /// Epoch at which the OLAP worker write-protected this block in the registered writers
+    /// (`uffd` method; 0: never). Writers let the kernel preserve pages only of blocks armed for
+    /// the newest snapshot.
+    pub armed: AtomicU32,
+    /// Freed while snapshots that contain it were alive: the epoch current at the free. The
+    /// block stays out of use (its contents readable by those snapshots) until they are gone.
+    pub zombie: AtomicU32,
+    /// All rows of the block are visible to every snapshot whose xmin does not precede this
+    /// xid (set by VACUUM, cleared by any change of a row's visibility; 0: unknown). Snapshot
+    /// scans skip per-row visibility checks on such blocks.
+    pub vis_xid: AtomicU32,
 }
 
 /// The control region header; followed by `BlockDesc[nblocks]` and the table directory.
@@ -92,6 +110,32 @@ static mut CTL: *mut ArenaCtl = std::ptr::null_mut();
 static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
 static mut TRANCHE_REGISTERED: bool = false;
+
+/// Start of the arena mapping.
+#[inline]
+pub fn base() -> *mut u8 {
+    unsafe { ARENA_BASE }
+}
+
+/// Size of the arena mapping in bytes.
+#[inline]
+pub fn bytes() -> usize {
+    unsafe { ARENA_BYTES }
+}
+
+static mut POOL_BASE: *mut u8 = std::ptr::null_mut();
+
+fn cow_frames() -> usize {
+    guc::SNAPSHOT_MEMORY_MB.get() as usize * 1024 * 1024 / cow::PAGE
+}
+
+fn cow_sections() -> usize {
+    unsafe { pg_sys::MaxBackends as usize + 1024 }
+}
+
+fn cow_bytes() -> usize {
+    cow::shmem_bytes(unsafe { ARENA_BYTES } / cow::PAGE, cow_frames(), cow_sections())
+}
 
 pub fn is_ready() -> bool {
     unsafe { !CTL.is_null() && !ARENA_BASE.is_null() }
@@ -215,6 +259,29 @@ pub unsafe fn install_hooks() {
             );
         }
         map_arena(bytes);
+        // the pre-image pool of OLAP snapshots, populated lazily like the arena
+        let pool_bytes = guc::SNAPSHOT_MEMORY_MB.get() as usize * 1024 * 1024;
+        let pfd = libc::memfd_create(c"scoot_snapshot_pool".as_ptr(), 0);
+        if pfd >= 0 && libc::ftruncate(pfd, pool_bytes as libc::off_t) == 0 {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                pool_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_NORESERVE,
+                pfd,
+                0,
+            );
+            if p != libc::MAP_FAILED {
+                POOL_BASE = p as *mut u8;
+            }
+        }
+        if POOL_BASE.is_null() {
+            crate::ffi::error_hint(
+                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+                format!("could not map the scoot snapshot pool ({} MB)", pool_bytes >> 20),
+                "Lower scoot.snapshot_memory.",
+            );
+        }
         PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
         pg_sys::shmem_request_hook = Some(shmem_request);
         PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
@@ -267,6 +334,7 @@ unsafe extern "C-unwind" fn shmem_request() {
             prev();
         }
         pg_sys::RequestAddinShmemSpace(ctl_size());
+        pg_sys::RequestAddinShmemSpace(cow_bytes());
     }
 }
 
@@ -288,6 +356,23 @@ unsafe extern "C-unwind" fn shmem_startup() {
         ));
         if !found {
             init_ctl();
+        }
+        let mut cfound = false;
+        let cp = pg_sys::ShmemInitStruct(c"pg_scoot snapshot pages".as_ptr(), cow_bytes(), &mut cfound);
+        cow::attach(
+            cp as *mut u8,
+            !cfound,
+            ARENA_BYTES / cow::PAGE,
+            cow_frames(),
+            cow_sections(),
+            POOL_BASE,
+        );
+        if !cfound {
+            libc::madvise(
+                POOL_BASE as *mut c_void,
+                cow_frames() * cow::PAGE,
+                libc::MADV_REMOVE,
+            );
         }
         pg_sys::LWLockRelease(init_lock);
     }
@@ -362,6 +447,9 @@ pub fn owner_word(table_id: u32, gen: u32) -> u64 {
 /// when no block is left. Returns (arena block, local number).
 pub fn alloc_block(t: TableRef) -> (u32, u32) {
     let c = ctl();
+    if c.free_top.load(Ordering::Acquire) == NO_BLOCK && cow::is_ready() {
+        reclaim_zombies(cow::oldest_live_epoch());
+    }
     let (b, lb) = {
         let _g = LwGuard::exclusive(&c.alloc_lock as *const _ as *mut _);
         let top = c.free_top.load(Ordering::Relaxed);
@@ -374,6 +462,13 @@ pub fn alloc_block(t: TableRef) -> (u32, u32) {
             c.nfree_blocks.fetch_sub(1, Ordering::Relaxed);
             let (lb, grew) = tabledir::assign_local(t, top);
             d.local.store(lb, Ordering::Relaxed);
+            d.born.store(
+                if cow::is_ready() { cow::ctl().last_epoch.load(Ordering::Acquire) } else { 0 },
+                Ordering::Release,
+            );
+            d.saved_tag.store(0, Ordering::Relaxed);
+            d.armed.store(0, Ordering::Relaxed);
+            d.vis_xid.store(0, Ordering::Relaxed);
             d.owner.store(t.owner(), Ordering::Release);
             if grew {
                 tabledir::publish_size(t);
@@ -397,6 +492,7 @@ pub fn alloc_block(t: TableRef) -> (u32, u32) {
 /// it alone). `resize_file`: shrink the relation file when the table's TID space shrank (not
 /// needed when the whole relfilenode goes away).
 pub fn free_block(t: TableRef, b: u32, resize_file: bool) {
+    let _section = cow::Section_::enter();
     let c = ctl();
     let d = block_desc(b);
     d.owner.store(0, Ordering::Release);
@@ -406,19 +502,70 @@ pub fn free_block(t: TableRef, b: u32, resize_file: bool) {
     d.obsolete.store(0, Ordering::Relaxed);
     d.capacity.store(0, Ordering::Relaxed);
     d.layout_sig.store(0, Ordering::Relaxed);
+    d.vis_xid.store(0, Ordering::Relaxed);
     d.mod_count.fetch_add(1, Ordering::Relaxed);
-    unsafe {
-        libc::madvise(block_ptr(b) as *mut c_void, block_size(), libc::MADV_REMOVE);
+    // a live snapshot may contain the block: keep its memory until no such snapshot is left
+    let zombie = cow::is_ready() && cow::ctl().live_epoch.load(Ordering::Acquire) != 0;
+    if zombie {
+        d.zombie
+            .store(cow::ctl().last_epoch.load(Ordering::Acquire).max(1), Ordering::Release);
+    } else {
+        unsafe {
+            libc::madvise(block_ptr(b) as *mut c_void, block_size(), libc::MADV_REMOVE);
+        }
     }
     let _g = LwGuard::exclusive(&c.alloc_lock as *const _ as *mut _);
     let shrank = tabledir::release_local(t, d.local.load(Ordering::Relaxed));
     if shrank && resize_file {
         tabledir::publish_size(t);
     }
+    if !zombie {
+        push_free(b);
+    }
+}
+
+/// Pushes block `b` on the free stack. Caller holds the allocation lock.
+fn push_free(b: u32) {
+    let c = ctl();
+    let d = block_desc(b);
     d.next_free
         .store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
     c.free_top.store(b, Ordering::Relaxed);
     c.nfree_blocks.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Returns to the free stack the blocks freed while snapshots held them, once every snapshot
+/// that may contain them is gone (`oldest_live`: oldest live epoch, 0 if none). Returns how many.
+pub fn reclaim_zombies(oldest_live: u32) -> u32 {
+    let c = ctl();
+    let mut n = 0;
+    for b in 0..c.nblocks {
+        let d = block_desc(b);
+        let z = d.zombie.load(Ordering::Acquire);
+        // snapshots taken after the free (epoch > z) do not contain the block
+        if z == 0 || (oldest_live != 0 && oldest_live <= z) {
+            continue;
+        }
+        let _g = LwGuard::exclusive(&c.alloc_lock as *const _ as *mut _);
+        if d.zombie.load(Ordering::Acquire) != z {
+            continue;
+        }
+        unsafe {
+            libc::madvise(block_ptr(b) as *mut c_void, block_size(), libc::MADV_REMOVE);
+        }
+        d.zombie.store(0, Ordering::Release);
+        push_free(b);
+        n += 1;
+    }
+    n
+}
+
+/// Blocks waiting for snapshots to release them.
+pub fn zombie_blocks() -> u32 {
+    let c = ctl();
+    (0..c.nblocks)
+        .filter(|&b| block_desc(b).zombie.load(Ordering::Relaxed) != 0)
+        .count() as u32
 }
 
 /// RAII LWLock holder. Dropping (also while unwinding from an error) releases the lock.

@@ -198,10 +198,14 @@ impl RowHdr {
     pub fn clear_flag(&self, f: u16) {
         self.infomask.fetch_and(!f, Ordering::Relaxed);
     }
-    /// Sets hint bits (readers may do so under a shared block lock).
+    /// Sets hint bits (readers may do so under a shared block lock); the page's pre-image is
+    /// saved first for live OLAP snapshots.
     #[inline]
     pub fn set_hint(&self, bits: u16) {
-        self.infomask.fetch_or(bits, Ordering::Relaxed);
+        if self.infomask() & bits != bits {
+            crate::storage::cow::before_write(&self.infomask as *const AtomicU16 as *const u8, 2);
+            self.infomask.fetch_or(bits, Ordering::Relaxed);
+        }
     }
     /// Replaces the heap bits in `mask`, keeping everything else (the scoot flags).
     #[inline]
@@ -493,6 +497,16 @@ impl BlockRef {
     #[inline]
     fn free_word(&self, w: u32) -> *mut u64 {
         unsafe { (self.base.add(self.header().free_map_off as usize) as *mut u64).add(w as usize) }
+    }
+    /// Address of the free-map word holding `slot`'s bit.
+    #[inline]
+    pub fn free_word_ptr(&self, slot: u32) -> *const u8 {
+        self.free_word(slot / 64) as *const u8
+    }
+    /// The free map's bytes (for snapshot page preservation before it changes).
+    #[inline]
+    pub fn free_map_range(&self, capacity: u32) -> (*const u8, usize) {
+        (self.free_word(0) as *const u8, capacity.div_ceil(64) as usize * 8)
     }
     /// Marks `slot` free for reuse.
     #[inline]

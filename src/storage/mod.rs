@@ -5,6 +5,7 @@
 pub mod arena;
 pub mod block;
 pub mod blockmap;
+pub mod cow;
 pub mod encoding;
 pub mod modify;
 pub mod row;

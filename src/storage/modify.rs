@@ -14,6 +14,7 @@
 //! member freed under it.
 use crate::storage::arena::{self, BlockDesc, LwGuard};
 use crate::storage::block::infomask::*;
+use crate::storage::cow;
 use crate::storage::block::*;
 use crate::storage::row::{self, Prepared};
 use crate::storage::tabledir::{self, TableRef};
@@ -31,6 +32,8 @@ pub struct Locked {
     pub desc: &'static BlockDesc,
     pub blk: BlockRef,
     _g: LwGuard,
+    /// exclusive locks are taken inside a write section (see `cow`); dropped after the lock
+    _section: Option<cow::Section_>,
 }
 
 impl Locked {
@@ -49,6 +52,12 @@ impl Locked {
     }
 }
 
+/// Saves the pre-image of row `s`'s version header for live snapshots before it changes.
+#[inline]
+fn touch_row(l: &Locked, s: u32) {
+    cow::before_write(l.row(s) as *const RowHdr as *const u8, ROW_HDR_SIZE);
+}
+
 #[inline]
 fn belongs(d: &BlockDesc, t: TableRef, lb: u32) -> bool {
     d.owner.load(Ordering::Acquire) == t.owner() && d.local.load(Ordering::Acquire) == lb
@@ -62,6 +71,8 @@ pub fn lock(t: TableRef, lb: u32, exclusive: bool) -> Option<Locked> {
     if !belongs(desc, t, lb) {
         return None;
     }
+    // a write section is entered before the lock is taken (never wait at the gate holding a lock)
+    let section = exclusive.then(cow::Section_::enter);
     let g = if exclusive {
         desc.exclusive()
     } else {
@@ -78,6 +89,7 @@ pub fn lock(t: TableRef, lb: u32, exclusive: bool) -> Option<Locked> {
             base: arena::block_ptr(b),
         },
         _g: g,
+        _section: section,
     })
 }
 
@@ -87,6 +99,7 @@ fn try_lock_exclusive(t: TableRef, lb: u32, b: u32) -> Option<Locked> {
     if !belongs(desc, t, lb) {
         return None;
     }
+    let section = cow::Section_::enter();
     let g = LwGuard::try_exclusive(desc.lock_ptr())?;
     if !belongs(desc, t, lb) {
         return None;
@@ -99,6 +112,7 @@ fn try_lock_exclusive(t: TableRef, lb: u32, b: u32) -> Option<Locked> {
             base: arena::block_ptr(b),
         },
         _g: g,
+        _section: Some(section),
     })
 }
 
@@ -143,6 +157,11 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
     let room = d.var_low.load(Ordering::Relaxed) - d.fixed_end.load(Ordering::Relaxed);
     if room < var_need {
         let hwm = l.hwm();
+        let low = d.var_low.load(Ordering::Relaxed) as usize;
+        cow::before_write(
+            unsafe { l.blk.base.add(low) },
+            arena::block_size() - low,
+        );
         let low = l.blk.compact_var(hwm, arena::block_size() as u32, |s| {
             l.row(s).state() == ST_NORMAL
         });
@@ -150,6 +169,8 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
         d.var_dead.store(0, Ordering::Relaxed);
     }
     let reuse = if d.nfree.load(Ordering::Relaxed) > 0 {
+        let (fm, fm_len) = l.blk.free_map_range(d.capacity.load(Ordering::Relaxed));
+        cow::before_write(fm, fm_len);
         l.blk
             .take_lowest_free(l.hwm(), d.free_hint.load(Ordering::Relaxed))
             .or_else(|| l.blk.take_lowest_free(l.hwm(), 0))
@@ -174,9 +195,11 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
 
 /// Allocates and formats a new block of `t` for `layout`.
 fn new_block(t: TableRef, layout: &Layout) -> Locked {
+    let section = cow::Section_::enter();
     let (b, lb) = arena::alloc_block(t);
     let desc = arena::block_desc(b);
     let g = desc.exclusive();
+    cow::before_write(arena::block_ptr(b), layout.fixed_end as usize);
     let blk = BlockRef {
         base: arena::block_ptr(b),
     };
@@ -199,6 +222,7 @@ fn new_block(t: TableRef, layout: &Layout) -> Locked {
         desc,
         blk,
         _g: g,
+        _section: Some(section),
     }
 }
 
@@ -284,6 +308,8 @@ pub fn insert(
     let d = l.desc;
     let low = unsafe { row::write_row(l.blk, s, row, d.var_low.load(Ordering::Relaxed)) };
     d.var_low.store(low, Ordering::Relaxed);
+    touch_row(&l, s);
+    l.desc.vis_xid.store(0, Ordering::Relaxed);
     let h = l.row(s);
     h.xmin = xmin;
     h.xmax = 0;
@@ -309,6 +335,8 @@ pub fn set_xmax(
     keys_updated: bool,
     cmax: Option<(u32, bool)>,
 ) {
+    touch_row(l, s);
+    l.desc.vis_xid.store(0, Ordering::Relaxed);
     let h = l.row(s);
     let mut m = (h.infomask() & !HEAP_XMAX_BITS) | (infomask_bits & HEAP_XMAX_BITS);
     if let Some((c, combo)) = cmax {
@@ -335,6 +363,7 @@ pub fn set_xmax(
 /// Links a row to its newer version (TID page, offset) after an update; `hot` = no new index
 /// entries were made.
 pub fn link_next(l: &Locked, s: u32, next: (u32, u16), hot: bool) {
+    touch_row(l, s);
     let h = l.row(s);
     h.set_ctid(next.0, next.1);
     if hot {
@@ -345,12 +374,15 @@ pub fn link_next(l: &Locked, s: u32, next: (u32, u16), hot: bool) {
 
 /// Marks a row deleted by a cross-partition UPDATE (heap's MovedPartitions ctid).
 pub fn mark_moved(l: &Locked, s: u32) {
+    touch_row(l, s);
     l.row(s).set_moved();
     l.touch();
 }
 
 /// Ends a speculative insertion: success clears the token, failure kills the row.
 pub fn finish_speculative(l: &Locked, s: u32, succeeded: bool) {
+    touch_row(l, s);
+    l.desc.vis_xid.store(0, Ordering::Relaxed);
     let h = l.row(s);
     h.clear_ctid();
     if !succeeded {
@@ -367,6 +399,7 @@ fn release_var(l: &Locked, s: u32) {
 
 /// Turns a dead chain root into a redirect to the chain's first live version (TID in `target`).
 pub fn make_redirect(l: &Locked, s: u32, target: (u32, u16)) {
+    touch_row(l, s);
     let h = l.row(s);
     let st = h.state();
     if st == ST_NORMAL {
@@ -386,6 +419,7 @@ pub fn make_redirect(l: &Locked, s: u32, target: (u32, u16)) {
 
 /// Marks a chain root dead (no live version left); VACUUM removes its index entries and frees it.
 pub fn make_dead(l: &Locked, s: u32) {
+    touch_row(l, s);
     let h = l.row(s);
     let st = h.state();
     if st == ST_NORMAL {
@@ -402,6 +436,7 @@ pub fn make_dead(l: &Locked, s: u32) {
 
 /// Returns a slot to the block's free list.
 pub fn free_slot(l: &Locked, s: u32) {
+    touch_row(l, s);
     let h = l.row(s);
     match h.state() {
         ST_NORMAL => release_var(l, s),
@@ -414,6 +449,7 @@ pub fn free_slot(l: &Locked, s: u32) {
     h.set_state(ST_FREE);
     h.xmax = 0;
     h.clear_ctid();
+    cow::before_write(l.blk.free_word_ptr(s), 8);
     l.blk.mark_free(s);
     if s / 64 < l.desc.free_hint.load(Ordering::Relaxed) {
         l.desc.free_hint.store(s / 64, Ordering::Relaxed);
@@ -465,12 +501,14 @@ pub fn release_empty_block(t: TableRef, l: Locked) {
 
 /// Sets a frozen xmin (VACUUM freezing): the row is visible to all and its xid may be recycled.
 pub fn freeze_xmin(l: &Locked, s: u32) {
+    touch_row(l, s);
     l.row(s).set_hint(HEAP_XMIN_FROZEN);
     l.touch();
 }
 
 /// Clears an xmax that no longer matters (aborted updater / finished lockers) before freezing.
 pub fn clear_xmax(l: &Locked, s: u32) {
+    touch_row(l, s);
     let h = l.row(s);
     let m = (h.infomask() & !(HEAP_XMAX_BITS | F_KEYS_UPDATED | F_HOT_UPDATED)) | HEAP_XMAX_INVALID;
     h.infomask.store(m, Ordering::Relaxed);
@@ -481,6 +519,8 @@ pub fn clear_xmax(l: &Locked, s: u32) {
 
 /// Installs a copied version header (CLUSTER / VACUUM FULL keep xmin/xmax/cid/infomask).
 pub fn set_header(l: &Locked, s: u32, xmax: u32, infomask: u16, keys_updated: bool) {
+    touch_row(l, s);
+    l.desc.vis_xid.store(0, Ordering::Relaxed);
     let h = l.row(s);
     h.xmax = xmax;
     let keep = h.infomask() & (F_HAS_EXTERNAL | F_HEAP_ONLY);

@@ -12,6 +12,7 @@
 use crate::ffi;
 use crate::ffi::guard::{self, raw};
 use crate::storage::block::*;
+use crate::storage::cow;
 use crate::storage::encoding;
 use crate::storage::tabledir::TableRef;
 use pgrx::pg_sys;
@@ -451,6 +452,9 @@ pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
                 continue;
             }
             let p = b.value_ptr(&c, slot);
+            // pre-images for live OLAP snapshots: the cell and its validity byte
+            cow::before_write(p, c.width as usize);
+            cow::before_write(b.base.add(c.bitmap_off as usize + (slot as usize >> 3)), 1);
             match *v {
                 Cell::Null => {
                     b.set_valid(&c, slot, false);
@@ -481,11 +485,13 @@ pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
                 }
                 Cell::Var(src, len, raw) => {
                     var_low -= len;
+                    cow::before_write(b.base.add(var_low as usize), len as usize);
                     std::ptr::copy_nonoverlapping(src, b.base.add(var_low as usize), len as usize);
                     b.set_var_entry(&c, slot, var_low, len | if raw { VAR_RAW } else { 0 });
                 }
                 Cell::CStr(src, len) => {
                     var_low -= len;
+                    cow::before_write(b.base.add(var_low as usize), len as usize);
                     std::ptr::copy_nonoverlapping(src, b.base.add(var_low as usize), len as usize);
                     b.set_var_entry(&c, slot, var_low, len);
                 }

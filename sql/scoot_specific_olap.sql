@@ -1,0 +1,123 @@
+-- scoot_specific_olap: which statements read an OLAP snapshot (scoot.olap), what they see, and
+-- how EXPLAIN and the views show it. The snapshot id, method and age vary from run to run, so
+-- the EXPLAIN lines are masked by olap_plan().
+\set VERBOSITY default
+SET client_min_messages = notice;
+SET jit = off;
+
+CREATE TABLE olap_s (id int PRIMARY KEY, g int, v text) USING scoot;
+INSERT INTO olap_s SELECT i, i % 10, 'v' || i FROM generate_series(1, 5000) i;
+CREATE TABLE olap_h (id int PRIMARY KEY, w int);
+INSERT INTO olap_h VALUES (1, 1), (2, 2);
+
+-- EXPLAIN (COSTS OFF) with the snapshot line masked
+CREATE FUNCTION olap_plan(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE l text;
+BEGIN
+  FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    RETURN NEXT regexp_replace(l, 'Scoot Snapshot: \d+ \((uffd|software|copy), age [0-9.]+ ms\)',
+                               'Scoot Snapshot: N (METHOD, age A ms)');
+  END LOOP;
+END $$;
+-- the id of the snapshot a statement reads (NULL: it reads live data)
+CREATE FUNCTION olap_snapshot_id(q text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE l text; m text[];
+BEGIN
+  FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    m := regexp_match(l, 'Scoot Snapshot: (\d+)');
+    IF m IS NOT NULL THEN RETURN m[1]::bigint; END IF;
+  END LOOP;
+  RETURN NULL;
+END $$;
+
+-- off (the default): live reads
+SHOW scoot.olap;
+SELECT * FROM olap_plan('SELECT count(*) FROM olap_s');
+
+SET scoot.olap = on;
+-- a single-statement SELECT reads a snapshot; every scoot scan says so
+SELECT * FROM olap_plan('SELECT count(*) FROM olap_s');
+SELECT * FROM olap_plan('SELECT g, count(*) FROM olap_s JOIN olap_h USING (id) GROUP BY g');
+SET enable_seqscan = off;
+SELECT * FROM olap_plan('SELECT * FROM olap_s WHERE id = 7');
+RESET enable_seqscan;
+SELECT count(*), sum(g), min(v), max(v) FROM olap_s;
+-- statements without scoot tables, writes, FOR UPDATE and writing CTEs stay live
+SELECT * FROM olap_plan('SELECT * FROM olap_h');
+SELECT * FROM olap_plan('SELECT * FROM olap_s WHERE id = 1 FOR UPDATE');
+SELECT * FROM olap_plan('UPDATE olap_s SET g = g WHERE id = 1');
+SELECT * FROM olap_plan('WITH d AS (DELETE FROM olap_h WHERE id = 0 RETURNING id) SELECT count(*) FROM olap_s');
+
+-- read-your-writes: a committed change is visible to the next snapshot statement
+INSERT INTO olap_s VALUES (5001, 1, 'new');
+SELECT count(*), max(id) FROM olap_s;
+UPDATE olap_s SET v = 'changed' WHERE id = 1;
+SELECT v FROM olap_s WHERE id = 1;
+DELETE FROM olap_s WHERE id = 5001;
+SELECT count(*), max(id) FROM olap_s;
+
+-- a single-statement transaction that reads a snapshot runs read-only: a function that writes
+-- fails instead of writing data computed from a stale image
+CREATE FUNCTION olap_writes(i int) RETURNS int LANGUAGE sql AS
+  $$ INSERT INTO olap_h VALUES (i, i) RETURNING w $$;
+SELECT olap_writes(10) FROM olap_s WHERE id = 1;
+SELECT count(*) FROM olap_h;
+
+-- explicit read-write transaction: live reads
+BEGIN;
+SELECT olap_snapshot_id('SELECT count(*) FROM olap_s') IS NULL AS live;
+SELECT count(*) FROM olap_s;
+COMMIT;
+-- READ ONLY transaction at READ COMMITTED: snapshot reads
+BEGIN READ ONLY;
+SELECT olap_snapshot_id('SELECT count(*) FROM olap_s') IS NOT NULL AS snapshot;
+COMMIT;
+-- REPEATABLE READ READ ONLY: one snapshot for all statements
+BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
+SELECT count(*) FROM olap_s;
+SELECT olap_snapshot_id('SELECT count(*) FROM olap_s') = olap_snapshot_id('SELECT sum(g) FROM olap_s') AS same_snapshot;
+SELECT pg_sleep(0.05);
+SELECT olap_snapshot_id('SELECT 1 FROM olap_s LIMIT 1') = olap_snapshot_id('SELECT count(*) FROM olap_s') AS still_same;
+COMMIT;
+-- SERIALIZABLE transactions read live data (their predicate locks must see it)
+BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY;
+SELECT olap_snapshot_id('SELECT count(*) FROM olap_s') IS NULL AS live;
+COMMIT;
+
+-- cursors read the snapshot they were opened on
+BEGIN READ ONLY;
+DECLARE c CURSOR FOR SELECT id FROM olap_s WHERE id <= 3 ORDER BY id;
+FETCH 2 FROM c;
+FETCH ALL FROM c;
+COMMIT;
+
+-- parallel scans read the same snapshot as their leader
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SELECT * FROM olap_plan('SELECT count(*) FROM olap_s');
+SELECT count(*), sum(g) FROM olap_s;
+RESET max_parallel_workers_per_gather;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+
+-- TABLESAMPLE and TID scans on a snapshot
+SELECT count(*) > 0 AS sampled FROM olap_s TABLESAMPLE SYSTEM (50) REPEATABLE (1);
+SELECT id FROM olap_s WHERE ctid = '(0,2)';
+
+-- the views
+SELECT count(*) >= 1 AS has_snapshots,
+       bool_and(method IN ('uffd', 'software', 'copy')) AS method_ok,
+       bool_and(age_ms >= 0) AS age_ok
+FROM scoot.snapshots;
+SELECT method IN ('uffd', 'software', 'copy') AS method_ok, method_reason <> '' AS has_reason,
+       worker_pid IS NOT NULL AS worker_running, snapshots_taken > 0 AS taken,
+       create_ms_avg >= gate_ms_avg AS create_ge_gate
+FROM scoot.snapshot_stats;
+SELECT backend_type FROM pg_stat_activity WHERE backend_type = 'pg_scoot olap worker';
+
+RESET scoot.olap;
+DROP TABLE olap_s, olap_h;
+DROP FUNCTION olap_plan(text), olap_snapshot_id(text), olap_writes(int);

@@ -1,0 +1,158 @@
+//! Reading a scoot table from an OLAP snapshot image (see `snapshot/`): the scan, index-fetch
+//! and TID-fetch callbacks use these helpers instead of locking live blocks when the snapshot
+//! they are given belongs to an image. Blocks come from private materialized copies, visibility
+//! is evaluated against the image's MVCC snapshot, and a block the snapshot marked all-visible
+//! skips per-row visibility checks. Nothing here prunes, kills index entries or takes predicate
+//! locks (images are never read by SERIALIZABLE transactions).
+use super::index::hot_next;
+use crate::snapshot::image::{BlockBuf, BlockCache, Image, TableImage};
+use crate::snapshot::session;
+use crate::storage::block::{BlockRef, RowHdr, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
+use crate::storage::decode_tid_parts;
+use crate::storage::tabledir::TableRef;
+use crate::txn::mvcc;
+use pgrx::pg_sys;
+use std::rc::Rc;
+
+/// What a scan of one table in one image needs.
+pub struct ImgScan {
+    pub image: Rc<Image>,
+    pub table: Rc<TableImage>,
+    /// the block a sequential scan is on
+    pub buf: BlockBuf,
+    /// blocks visited by chain walks (bitmap and index fetches)
+    pub cache: BlockCache,
+}
+
+impl ImgScan {
+    pub fn new(image: Rc<Image>, table: Rc<TableImage>) -> ImgScan {
+        ImgScan {
+            image,
+            table,
+            buf: BlockBuf::new(),
+            cache: BlockCache::new(4),
+        }
+    }
+
+    /// The image of block `lb` in the chain-walk cache: (block, high-water mark).
+    pub fn cached(&mut self, lb: u32) -> Option<(BlockRef, u32)> {
+        let b = *self.table.block(lb)?;
+        Some((self.cache.get(&self.image, b.ab), b.hwm))
+    }
+
+    /// Is row `h` of block `lb` visible to the image?
+    #[inline]
+    pub fn visible(&self, all_visible: bool, h: &RowHdr) -> bool {
+        all_visible || mvcc::visible(h, self.image.snap)
+    }
+}
+
+/// The image that `snap` reads table `t` from, if any. A table that did not exist when the
+/// snapshot was taken (created, truncated or rewritten since) cannot be read from it.
+pub fn image_scan(rel: pg_sys::Relation, t: TableRef, snap: pg_sys::Snapshot) -> Option<ImgScan> {
+    let img = session::image_for(snap)?;
+    if !img.has_table(t) {
+        crate::ffi::error_hint(
+            pgrx::PgSqlErrorCode::ERRCODE_SNAPSHOT_TOO_OLD,
+            format!(
+                "table \"{}\" was created, truncated or rewritten after OLAP snapshot {} was taken",
+                unsafe { crate::ffi::rel_name(rel) },
+                img.id
+            ),
+            "Retry the statement (a new snapshot will include it), or SET scoot.olap = off.",
+        );
+    }
+    let ti = img.table(t);
+    Some(ImgScan::new(img, ti))
+}
+
+/// Notes a live read with an MVCC snapshot (the transaction then stays under the pruning
+/// horizon).
+#[inline]
+pub fn live_read(snap: pg_sys::Snapshot) {
+    if crate::ffi::is_mvcc_snapshot(snap) {
+        session::note_live_read();
+    }
+}
+
+/// Walks the chain rooted at (rb, rs) in the image, like `index::walk_chain` on live blocks:
+/// `f(local block, block, slot, header)` until it returns true.
+pub fn walk_chain(
+    s: &mut ImgScan,
+    rb: u32,
+    rs: u32,
+    mut f: impl FnMut(u32, BlockRef, u32, &RowHdr) -> bool,
+) -> Option<(u32, u32)> {
+    let (root, hwm) = s.cached(rb)?;
+    if rs >= hwm {
+        return None;
+    }
+    let rh = root.row(rs);
+    let (mut cb, mut cs, mut prior): (u32, u32, Option<u32>) = match rh.state() {
+        ST_REDIRECT => {
+            let (p, o) = rh.next()?;
+            let (b, s) = decode_tid_parts(p, o)?;
+            (b, s, None)
+        }
+        ST_NORMAL if !rh.has_flag(F_HEAP_ONLY) => (rb, rs, None),
+        _ => return None,
+    };
+    let mut first = true;
+    for _ in 0..1_000_000 {
+        let (blk, hwm) = s.cached(cb)?;
+        if cs >= hwm {
+            return None;
+        }
+        let h = blk.row(cs);
+        if h.state() != ST_NORMAL {
+            return None;
+        }
+        if let Some(px) = prior {
+            if h.xmin != px {
+                return None;
+            }
+        }
+        if !(first && cb == rb && cs == rs) && !h.has_flag(F_HEAP_ONLY) {
+            return None;
+        }
+        first = false;
+        if f(cb, blk, cs, h) {
+            return Some((cb, cs));
+        }
+        match hot_next(h) {
+            Some((nb, ns, x)) => {
+                cb = nb;
+                cs = ns;
+                prior = Some(x);
+            }
+            None => return None,
+        }
+    }
+    None
+}
+
+/// The chain member the image sees (for bitmap scans).
+pub fn chain_visible(s: &mut ImgScan, rb: u32, rs: u32) -> Option<(u32, u32)> {
+    let snap = s.image.snap;
+    walk_chain(s, rb, rs, |_, _, _, h| mvcc::visible(h, snap))
+}
+
+/// Copies row (lb, slot) of the image into `slot` if the image sees it.
+pub unsafe fn fetch(
+    rel: pg_sys::Relation,
+    s: &mut ImgScan,
+    lb: u32,
+    sl: u32,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    let Some((blk, hwm)) = s.cached(lb) else { return false };
+    if sl >= hwm {
+        return false;
+    }
+    let h = blk.row(sl);
+    if h.state() != ST_NORMAL || !mvcc::visible(h, s.image.snap) {
+        return false;
+    }
+    unsafe { super::store_row(rel, blk, lb, sl, slot) };
+    true
+}

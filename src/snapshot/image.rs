@@ -1,0 +1,316 @@
+//! The reader's side of an OLAP snapshot: an [`Image`] is a pinned snapshot seen from one
+//! backend — its MVCC snapshot, its block and table catalogs — and blocks are read from it by
+//! *materializing* them into a private buffer as they were when the gate closed:
+//!
+//! 1. Fast path: if no page of the block was preserved for an epoch at or after the image's
+//!    (`BlockDesc::saved_tag < epoch`), the live block is unchanged since the snapshot: copy it,
+//!    then re-check the tag (a writer saves before it writes, so a copy that raced with a write
+//!    sees the tag move) and fall back to step 2 if it moved.
+//! 2. Page by page: the live page, replaced by the oldest version saved for an epoch `>=` the
+//!    image's when there is one (`cow::read_page`).
+//! 3. Finally the snapshot must still be alive: one abandoned under memory pressure may have
+//!    lost pre-images, and its readers get `snapshot too old` (SQLSTATE 72000).
+//!
+//! Nothing here takes a block lock: readers never block writers, and the copy is private, so
+//! visibility checks and value reads run on it without any synchronisation.
+use crate::snapshot::registry::{self, CatEntry};
+use crate::storage::arena;
+use crate::storage::block::BlockRef;
+use crate::storage::cow;
+use crate::storage::tabledir::TableRef;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{fence, Ordering};
+
+/// One block of a table as the image has it.
+#[derive(Clone, Copy, Debug)]
+pub struct ImgBlock {
+    pub local: u32,
+    pub ab: u32,
+    pub hwm: u32,
+    /// every row of the block is visible to the image's MVCC snapshot
+    pub all_visible: bool,
+}
+
+/// A table as the image has it: its blocks in local (TID) order.
+pub struct TableImage {
+    pub blocks: Vec<ImgBlock>,
+    /// local block number -> index in `blocks`
+    by_local: HashMap<u32, usize>,
+    pub nlocal: u32,
+}
+
+impl TableImage {
+    pub fn block(&self, local: u32) -> Option<&ImgBlock> {
+        self.by_local.get(&local).map(|&i| &self.blocks[i])
+    }
+}
+
+/// A pinned snapshot, as seen from this backend.
+pub struct Image {
+    pub slot: usize,
+    pub id: u64,
+    pub epoch: u32,
+    pub method: u32,
+    pub taken_at: i64,
+    pub xmin: u32,
+    /// the MVCC snapshot of the instant the gate closed (palloc'd in TopMemoryContext)
+    pub snap: pg_sys::Snapshot,
+    tables: RefCell<HashMap<u32, Rc<TableImage>>>,
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        unsafe {
+            if !self.snap.is_null() {
+                pg_sys::pfree(self.snap as *mut std::ffi::c_void);
+            }
+        }
+        release_pin(self.slot);
+    }
+}
+
+thread_local! {
+    /// pins this process holds, per slot (a slot is pinned once in the registry)
+    static PINS: RefCell<[u32; cow::MAX_SNAPSHOTS]> = const { RefCell::new([0; cow::MAX_SNAPSHOTS]) };
+}
+
+fn release_pin(slot: usize) {
+    let last = PINS.with(|p| {
+        let mut p = p.borrow_mut();
+        p[slot] = p[slot].saturating_sub(1);
+        p[slot] == 0
+    });
+    if last {
+        registry::unpin(slot);
+    }
+}
+
+/// Builds a palloc'd MVCC snapshot (one chunk, like CopySnapshot) with slot `i`'s contents.
+unsafe fn build_snapshot(i: usize, cxt: pg_sys::MemoryContext) -> pg_sys::Snapshot {
+    unsafe {
+        let s = registry::slot(i);
+        let xcnt = s.xcnt.load(Ordering::Acquire) as usize;
+        let subxcnt = s.subxcnt.load(Ordering::Acquire) as usize;
+        let head = std::mem::size_of::<pg_sys::SnapshotData>();
+        let size = head + (xcnt + subxcnt) * 4;
+        let p = pg_sys::MemoryContextAllocZero(cxt, size) as pg_sys::Snapshot;
+        (*p).snapshot_type = pg_sys::SnapshotType::SNAPSHOT_MVCC;
+        (*p).xmin = crate::ffi::xid(s.xmin.load(Ordering::Acquire));
+        (*p).xmax = crate::ffi::xid(s.xmax.load(Ordering::Acquire));
+        let xip = (p as *mut u8).add(head) as *mut pg_sys::TransactionId;
+        let src = registry::xip(i);
+        for k in 0..xcnt {
+            *xip.add(k) = crate::ffi::xid(src[k]);
+        }
+        (*p).xip = xip;
+        (*p).xcnt = xcnt as u32;
+        let subxip = xip.add(xcnt);
+        let src = registry::subxip(i);
+        for k in 0..subxcnt {
+            *subxip.add(k) = crate::ffi::xid(src[k]);
+        }
+        (*p).subxip = subxip;
+        (*p).subxcnt = subxcnt as i32;
+        (*p).suboverflowed = false;
+        (*p).takenDuringRecovery = false;
+        (*p).copied = true;
+        (*p).curcid = pg_sys::FirstCommandId;
+        (*p).whenTaken = s.taken_at.load(Ordering::Acquire);
+        p
+    }
+}
+
+impl Image {
+    /// Pins slot `i` (snapshot `id`) for this backend. None if it is gone.
+    pub fn pin(i: usize, id: u64) -> Option<Rc<Image>> {
+        let first = PINS.with(|p| p.borrow()[i] == 0);
+        if first {
+            if !registry::pin(i, id) {
+                return None;
+            }
+        } else if registry::slot(i).id.load(Ordering::Acquire) != id {
+            return None;
+        }
+        PINS.with(|p| p.borrow_mut()[i] += 1);
+        let s = registry::slot(i);
+        let snap = unsafe { build_snapshot(i, pg_sys::TopMemoryContext) };
+        Some(Rc::new(Image {
+            slot: i,
+            id,
+            epoch: s.epoch.load(Ordering::Acquire),
+            method: s.method.load(Ordering::Acquire),
+            taken_at: s.taken_at.load(Ordering::Acquire),
+            xmin: s.xmin.load(Ordering::Acquire),
+            snap,
+            tables: RefCell::new(HashMap::new()),
+        }))
+    }
+
+    /// A fresh palloc'd copy of the image's MVCC snapshot (in `cxt`), for use as a statement's
+    /// snapshot.
+    pub fn snapshot_copy(&self, cxt: pg_sys::MemoryContext) -> pg_sys::Snapshot {
+        unsafe { build_snapshot(self.slot, cxt) }
+    }
+
+    /// Did table `t` (this relfilenode) exist when the snapshot was taken?
+    pub fn has_table(&self, t: TableRef) -> bool {
+        let g = registry::tables(self.slot);
+        (t.id as usize) >= 1 && (t.id as usize) <= g.len() && g[t.id as usize - 1] == t.gen
+    }
+
+    /// Table `t` as the image has it (built once per image from the block catalog).
+    pub fn table(&self, t: TableRef) -> Rc<TableImage> {
+        if let Some(ti) = self.tables.borrow().get(&t.id) {
+            return ti.clone();
+        }
+        let owner = t.owner();
+        let cat: &[CatEntry] = registry::catalog(self.slot);
+        let mut blocks: Vec<ImgBlock> = Vec::new();
+        for (ab, e) in cat.iter().enumerate() {
+            if e.owner == owner {
+                blocks.push(ImgBlock {
+                    local: e.local,
+                    ab: ab as u32,
+                    hwm: e.hwm,
+                    all_visible: e.vis_xid != 0
+                        && !crate::txn::mvcc::precedes(self.xmin, e.vis_xid),
+                });
+            }
+        }
+        blocks.sort_by_key(|b| b.local);
+        let by_local = blocks.iter().enumerate().map(|(i, b)| (b.local, i)).collect();
+        let nlocal = blocks.last().map(|b| b.local + 1).unwrap_or(0);
+        let ti = Rc::new(TableImage {
+            blocks,
+            by_local,
+            nlocal,
+        });
+        self.tables.borrow_mut().insert(t.id, ti.clone());
+        ti
+    }
+
+    /// Raises `snapshot too old` if the snapshot was abandoned (its pre-images may be gone).
+    pub fn check_alive(&self) {
+        fence(Ordering::SeqCst);
+        if !cow::slot_live(self.slot, self.epoch) {
+            too_old(self.id);
+        }
+    }
+
+    /// Copies arena block `ab` as the snapshot saw it into `dst` (block-sized).
+    pub fn materialize(&self, ab: u32, dst: &mut [u8]) {
+        let bs = arena::block_size();
+        debug_assert!(dst.len() >= bs);
+        let d = arena::block_desc(ab);
+        let src = arena::block_ptr(ab);
+        if d.saved_tag.load(Ordering::Acquire) < self.epoch {
+            unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), bs) };
+            fence(Ordering::Acquire);
+            if d.saved_tag.load(Ordering::Acquire) < self.epoch {
+                self.check_alive();
+                return;
+            }
+        }
+        let first = (ab as usize * bs / cow::PAGE) as u32;
+        for k in 0..(bs / cow::PAGE) {
+            cow::read_page(first + k as u32, self.epoch, unsafe {
+                dst.as_mut_ptr().add(k * cow::PAGE)
+            });
+        }
+        self.check_alive();
+    }
+}
+
+pub fn too_old(id: u64) -> ! {
+    crate::ffi::error_hint(
+        PgSqlErrorCode::ERRCODE_SNAPSHOT_TOO_OLD,
+        format!("snapshot too old: OLAP snapshot {id} was abandoned"),
+        "The pre-image memory (scoot.snapshot_memory) filled up, or the OLAP worker restarted. Increase scoot.snapshot_memory or shorten analytic queries, then retry.",
+    );
+}
+
+/// A block materialized from an image (block-sized, 4 kB aligned buffer).
+pub struct BlockBuf {
+    buf: Vec<u8>,
+    off: usize,
+    pub ab: u32,
+}
+
+impl BlockBuf {
+    pub fn new() -> BlockBuf {
+        let bs = arena::block_size();
+        let buf = vec![0u8; bs + cow::PAGE];
+        let off = buf.as_ptr().align_offset(cow::PAGE);
+        BlockBuf {
+            buf,
+            off,
+            ab: u32::MAX,
+        }
+    }
+    pub fn slice(&mut self) -> &mut [u8] {
+        let bs = arena::block_size();
+        &mut self.buf[self.off..self.off + bs]
+    }
+    pub fn blk(&self) -> BlockRef {
+        BlockRef {
+            base: unsafe { self.buf.as_ptr().add(self.off) as *mut u8 },
+        }
+    }
+    /// Makes this buffer hold arena block `ab` of `img`.
+    pub fn load(&mut self, img: &Image, ab: u32) {
+        if self.ab == ab {
+            return;
+        }
+        self.ab = u32::MAX;
+        img.materialize(ab, self.slice());
+        self.ab = ab;
+    }
+}
+
+impl Default for BlockBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A few materialized blocks (index fetches and chains that cross blocks), least recently used
+/// evicted first.
+pub struct BlockCache {
+    bufs: Vec<BlockBuf>,
+    clock: Vec<u64>,
+    tick: u64,
+    cap: usize,
+}
+
+impl BlockCache {
+    pub fn new(cap: usize) -> BlockCache {
+        BlockCache {
+            bufs: Vec::new(),
+            clock: Vec::new(),
+            tick: 0,
+            cap,
+        }
+    }
+    /// The block ref of arena block `ab` as `img` saw it.
+    pub fn get(&mut self, img: &Image, ab: u32) -> BlockRef {
+        self.tick += 1;
+        if let Some(i) = self.bufs.iter().position(|b| b.ab == ab) {
+            self.clock[i] = self.tick;
+            return self.bufs[i].blk();
+        }
+        let i = if self.bufs.len() < self.cap {
+            self.bufs.push(BlockBuf::new());
+            self.clock.push(0);
+            self.bufs.len() - 1
+        } else {
+            (0..self.bufs.len()).min_by_key(|&i| self.clock[i]).unwrap()
+        };
+        self.clock[i] = self.tick;
+        self.bufs[i].load(img, ab);
+        self.bufs[i].blk()
+    }
+}

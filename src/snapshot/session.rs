@@ -1,0 +1,616 @@
+//! Which statements read an OLAP snapshot, and the executor glue that makes them do so.
+//!
+//! With `scoot.olap = on`, a statement reads a snapshot image when it is a plain `SELECT`
+//! (no `FOR UPDATE/SHARE`, no data-modifying CTE) over at least one scoot table, and
+//! - it runs in a transaction declared `READ ONLY`, at `READ COMMITTED` (a fresh image per
+//!   statement) or `REPEATABLE READ` (one image for the whole transaction); or
+//! - it is a single-statement (implicit) transaction, which then runs as a read-only
+//!   transaction: a function that tries to write fails with PostgreSQL's read-only error.
+//!
+//! Everything else (statements of read-write transaction blocks, writes, `SERIALIZABLE`
+//! transactions, whose predicate locks must see live data) reads live MVCC data: a snapshot
+//! read never feeds a write.
+//!
+//! The chosen image is at most `scoot.snapshot_max_age` old (or confirmed unchanged since by the
+//! worker), newer than the session's last commit (read-your-writes), and contains every scoot
+//! table the statement names; otherwise the session asks the worker for a fresh one and waits.
+//! The image's MVCC snapshot *replaces the statement's snapshot*, so heap tables in the same
+//! statement are read as of the same instant, nested queries of functions see it, and parallel
+//! workers receive it (and pin the image their leader runs on). Scans find the image from the
+//! snapshot they are given (`image_for`).
+//!
+//! A transaction that reads images exempts its backend from scoot's pruning horizon
+//! (`txn::horizon`): its own xmin no longer holds back the pruning of the live arena.
+use crate::guc;
+use crate::snapshot::image::Image;
+use crate::snapshot::registry;
+use crate::storage::cow;
+use crate::storage::tabledir::{self, TableRef};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// no scoot read yet in this transaction
+    None,
+    /// scoot tables are read from images only (the backend is exempt from scoot's horizon)
+    Image,
+    /// scoot tables were read live in this transaction: images may still be used per
+    /// statement, but the backend stays under the horizon
+    LiveSeen,
+}
+
+struct XactState {
+    mode: Mode,
+    /// REPEATABLE READ: the transaction's image
+    xact_image: Option<Rc<Image>>,
+    /// statement snapshot (pointer) -> image, with a use count
+    by_snap: HashMap<usize, (Rc<Image>, u32)>,
+    /// running executors that read an image: (QueryDesc, its snapshot key)
+    active: Vec<(usize, usize)>,
+}
+
+thread_local! {
+    static XACT: RefCell<XactState> = RefCell::new(XactState {
+        mode: Mode::None,
+        xact_image: None,
+        by_snap: HashMap::new(),
+        active: Vec::new(),
+    });
+    /// `next_id` of the registry when this session's last writing transaction committed:
+    /// images with a smaller id may not contain its writes
+    static COMMIT_MARK: Cell<u64> = const { Cell::new(0) };
+    /// for EXPLAIN: the image the last top-level statement read (id, method, age ms, tables)
+    static LAST_EXPLAINED: RefCell<Option<(u64, u32, f64, Vec<String>)>> = const { RefCell::new(None) };
+    static WARNED_NO_WORKER: Cell<bool> = const { Cell::new(false) };
+    /// decisions of ExecutorStart hooks between their `before` and `after` halves
+    static PENDING: RefCell<Vec<Option<(Rc<Image>, Vec<String>)>>> = const { RefCell::new(Vec::new()) };
+}
+
+static mut IS_SCOOT: fn(pg_sys::Relation) -> bool = |_| false;
+
+unsafe extern "C-unwind" {
+    /// src/ffi/shim.c: the executor and EXPLAIN hooks are C and call the functions below
+    fn scoot_install_executor_hooks();
+}
+
+pub unsafe fn install_hooks(is_scoot: fn(pg_sys::Relation) -> bool) {
+    unsafe {
+        IS_SCOOT = is_scoot;
+        scoot_install_executor_hooks();
+        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+        pg_sys::on_shmem_exit(Some(on_exit), pg_sys::Datum::from(0));
+    }
+}
+
+unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
+    if registry::is_ready() {
+        registry::unpin_all();
+    }
+}
+
+/// The image a scan with snapshot `snap` reads, if any. In a transaction that reads images
+/// only, every MVCC snapshot maps to one (the innermost running image statement's).
+pub fn image_for(snap: pg_sys::Snapshot) -> Option<Rc<Image>> {
+    if snap.is_null() || !crate::ffi::is_mvcc_snapshot(snap) {
+        return None;
+    }
+    XACT.with(|x| {
+        let x = x.borrow();
+        if x.by_snap.is_empty() && x.mode != Mode::Image {
+            return None;
+        }
+        if let Some((img, _)) = x.by_snap.get(&(snap as usize)) {
+            return Some(img.clone());
+        }
+        if x.mode == Mode::Image {
+            if let Some(&(_, key)) = x.active.last() {
+                return x.by_snap.get(&key).map(|(i, _)| i.clone());
+            }
+            return x.xact_image.clone();
+        }
+        None
+    })
+}
+
+/// A scan read scoot data live with an MVCC snapshot: this transaction stays under the
+/// pruning horizon.
+#[inline]
+pub fn note_live_read() {
+    XACT.with(|x| {
+        let mut x = x.borrow_mut();
+        if x.mode == Mode::None {
+            x.mode = Mode::LiveSeen;
+        }
+    });
+}
+
+/// The image of the innermost running image statement (parallel scan setup).
+pub fn current_image() -> Option<Rc<Image>> {
+    XACT.with(|x| {
+        let x = x.borrow();
+        x.active
+            .last()
+            .and_then(|&(_, key)| x.by_snap.get(&key).map(|(i, _)| i.clone()))
+    })
+}
+
+fn reset_xact() {
+    XACT.with(|x| {
+        let mut x = x.borrow_mut();
+        x.mode = Mode::None;
+        x.xact_image = None;
+        x.by_snap.clear();
+        x.active.clear();
+    });
+    PENDING.with(|p| p.borrow_mut().clear());
+    if registry::is_ready() {
+        cow::set_horizon_exempt(false);
+        if let Some(me) = registry::my_backend() {
+            me.cur_slot.store(registry::NONE, Ordering::Release);
+        }
+    }
+}
+
+unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    use pg_sys::XactEvent::*;
+    match event {
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
+            if registry::is_ready() && unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner() != 0 {
+                // snapshots taken from now on contain this transaction's writes
+                COMMIT_MARK.with(|c| c.set(registry::reg().next_id.load(Ordering::Acquire)));
+            }
+            reset_xact();
+        }
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_PREPARE => reset_xact(),
+        _ => {}
+    }
+}
+
+/// The scoot tables the statement's range table names (opened briefly to look at their AM).
+unsafe fn scoot_tables(ps: *mut pg_sys::PlannedStmt) -> Vec<(TableRef, String)> {
+    unsafe {
+        let mut v = Vec::new();
+        let rt = (*ps).rtable;
+        if rt.is_null() {
+            return v;
+        }
+        for k in 0..(*rt).length as usize {
+            let rte = (*(*rt).elements.add(k)).ptr_value as *mut pg_sys::RangeTblEntry;
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                continue;
+            }
+            let kind = (*rte).relkind as u8;
+            if kind != pg_sys::RELKIND_RELATION && kind != pg_sys::RELKIND_MATVIEW {
+                continue;
+            }
+            let rel = pg_sys::RelationIdGetRelation((*rte).relid);
+            if rel.is_null() {
+                continue;
+            }
+            if IS_SCOOT(rel) {
+                let t = tabledir::resolve(rel);
+                if !v.iter().any(|(x, _): &(TableRef, String)| *x == t) {
+                    v.push((t, crate::ffi::rel_name(rel)));
+                }
+            }
+            pg_sys::RelationClose(rel);
+        }
+        v
+    }
+}
+
+fn slot_has_tables(i: usize, tables: &[(TableRef, String)]) -> bool {
+    let g = registry::tables(i);
+    tables.iter().all(|(t, _)| {
+        (t.id as usize) >= 1 && (t.id as usize) <= g.len() && g[t.id as usize - 1] == t.gen
+    })
+}
+
+/// Pins a snapshot that satisfies freshness, read-your-writes and contains `tables`, asking the
+/// worker for one and waiting if needed. None: no worker answered (read live).
+fn acquire(tables: &[(TableRef, String)]) -> Option<Rc<Image>> {
+    let r = registry::reg();
+    let need = COMMIT_MARK.with(|c| c.get());
+    let max_age_us = guc::SNAPSHOT_MAX_AGE_MS.get() as i64 * 1000;
+    let start = unsafe { pg_sys::GetCurrentTimestamp() };
+    let failures = r.create_failures.load(Ordering::Acquire);
+    let mut asked = false;
+    // a snapshot with an id >= this was taken after this statement asked: fresh enough for any
+    // scoot.snapshot_max_age
+    let mut fresh_id = u64::MAX;
+    let mut sleeping = false;
+    let result = loop {
+        let now = unsafe { pg_sys::GetCurrentTimestamp() };
+        r.last_reader_at.store(now, Ordering::Release);
+        let i = r.newest.load(Ordering::Acquire);
+        if i != registry::NONE {
+            let i = i as usize;
+            let s = registry::slot(i);
+            let id = s.id.load(Ordering::Acquire);
+            if s.state.load(Ordering::Acquire) == registry::S_LIVE
+                && cow::slot_live(i, s.epoch.load(Ordering::Acquire))
+                && id >= need
+                && (now - s.confirmed_at.load(Ordering::Acquire) <= max_age_us || id >= fresh_id)
+                && slot_has_tables(i, tables)
+            {
+                if let Some(img) = Image::pin(i, id) {
+                    // re-check after pinning (the slot may have been recycled in between)
+                    if slot_has_tables(i, tables) {
+                        break Some(img);
+                    }
+                }
+            }
+        }
+        if !asked {
+            // a snapshot taken from now on is fresh and contains every committed table
+            fresh_id = r.next_id.load(Ordering::Acquire);
+            r.requested.fetch_max(fresh_id, Ordering::AcqRel);
+            asked = true;
+        }
+        registry::wake_worker();
+        let waited_ms = (now - start) / 1000;
+        let no_worker = r.worker_pid.load(Ordering::Acquire) == 0;
+        // the worker tried and could not (memory, pinned slots): do not wait for it
+        let failed = r.create_failures.load(Ordering::Acquire) != failures;
+        if waited_ms > 10_000 || (no_worker && waited_ms > 2_000) || failed {
+            break None;
+        }
+        unsafe {
+            if !sleeping {
+                pg_sys::ConditionVariablePrepareToSleep(registry::cv());
+                sleeping = true;
+            }
+            pg_sys::ConditionVariableTimedSleep(registry::cv(), 10, pg_sys::PG_WAIT_EXTENSION);
+        }
+        pgrx::check_for_interrupts!();
+    };
+    if sleeping {
+        unsafe { pg_sys::ConditionVariableCancelSleep() };
+    }
+    if result.is_none() && !WARNED_NO_WORKER.with(|w| w.replace(true)) {
+        ereport!(
+            PgLogLevel::WARNING,
+            PgSqlErrorCode::ERRCODE_WARNING,
+            "scoot.olap: no OLAP snapshot could be obtained, reading live data",
+            "The pg_scoot olap worker is not running or could not take a snapshot (see the server log and scoot.snapshot_stats: create_failures)."
+        );
+    }
+    result
+}
+
+/// Finds the image the leader of this parallel worker reads (its snapshot is the image's).
+unsafe fn leader_image(snap: pg_sys::Snapshot) -> Option<Rc<Image>> {
+    unsafe {
+        let leader = (*pg_sys::MyProc).lockGroupLeader;
+        if leader.is_null() || snap.is_null() {
+            return None;
+        }
+        let lb = registry::backend((*leader).pgprocno as usize)?;
+        let xmin = (*snap).xmin.into_inner();
+        let xmax = (*snap).xmax.into_inner();
+        let mut candidates: Vec<(usize, u64)> = Vec::new();
+        let cur = lb.cur_slot.load(Ordering::Acquire);
+        if cur != registry::NONE {
+            candidates.push((cur as usize, lb.cur_id.load(Ordering::Acquire)));
+        }
+        let bits = lb.slots.load(Ordering::Acquire);
+        for i in 0..cow::MAX_SNAPSHOTS {
+            if bits & (1 << i) != 0 {
+                candidates.push((i, registry::slot(i).id.load(Ordering::Acquire)));
+            }
+        }
+        for (i, id) in candidates {
+            let s = registry::slot(i);
+            if s.xmin.load(Ordering::Acquire) == xmin && s.xmax.load(Ordering::Acquire) == xmax {
+                if let Some(img) = Image::pin(i, id) {
+                    return Some(img);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Lowers this backend's advertised xmin to the image's (parallel workers install the statement
+/// snapshot as their transaction snapshot and require the leader's xmin not to be newer). Safe:
+/// the OLAP worker's xmin protects the image's xmin for as long as the image is pinned, so no
+/// horizon computed meanwhile can be newer (what ProcArrayInstallRestoredXmin relies on too).
+unsafe fn adopt_xmin(xmin: u32) {
+    unsafe {
+        let wp = registry::reg().worker_procno.load(Ordering::Acquire);
+        if wp < 0 {
+            return;
+        }
+        let lock = &mut (*pg_sys::MainLWLockArray.add(4)).lock;
+        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED);
+        let wx = std::ptr::read_volatile(&(*(*pg_sys::ProcGlobal).allProcs.add(wp as usize)).xmin)
+            .into_inner();
+        let mine = (*pg_sys::MyProc).xmin.into_inner();
+        if wx >= 3
+            && !crate::txn::mvcc::precedes(xmin, wx)
+            && mine >= 3
+            && crate::txn::mvcc::precedes(xmin, mine)
+        {
+            (*pg_sys::MyProc).xmin = crate::ffi::xid(xmin);
+            pg_sys::TransactionXmin = crate::ffi::xid(xmin);
+        }
+        pg_sys::LWLockRelease(lock);
+    }
+}
+
+/// Decides whether the statement reads an image (and which).
+unsafe fn decide(qd: *mut pg_sys::QueryDesc) -> Option<(Rc<Image>, Vec<(TableRef, String)>, bool)> {
+    unsafe {
+        if !crate::PRELOADED || !registry::is_ready() {
+            return None;
+        }
+        let ps = (*qd).plannedstmt;
+        if pg_sys::ParallelWorkerNumber >= 0 {
+            // a parallel worker reads what its leader reads
+            let tables = scoot_tables(ps);
+            if tables.is_empty() {
+                return None;
+            }
+            return match leader_image((*qd).snapshot) {
+                Some(img) => Some((img, tables, false)),
+                None => {
+                    let snap = (*qd).snapshot;
+                    let of_image = !snap.is_null()
+                        && (0..cow::MAX_SNAPSHOTS).any(|i| {
+                            let s = registry::slot(i);
+                            s.state.load(Ordering::Acquire) == registry::S_LIVE
+                                && s.xmin.load(Ordering::Acquire) == (*snap).xmin.into_inner()
+                                && s.xmax.load(Ordering::Acquire) == (*snap).xmax.into_inner()
+                        });
+                    if of_image {
+                        crate::ffi::error_hint(
+                            PgSqlErrorCode::ERRCODE_SNAPSHOT_TOO_OLD,
+                            "parallel worker could not attach to its leader's OLAP snapshot",
+                            "Retry the statement.",
+                        );
+                    }
+                    None
+                }
+            };
+        }
+        let mode = XACT.with(|x| x.borrow().mode);
+        // nested statements of an image statement read the same image
+        if mode == Mode::Image {
+            if let Some(img) = current_image() {
+                let tables = scoot_tables(ps);
+                return Some((img, tables, false));
+            }
+        }
+        if !guc::OLAP.get() {
+            return None;
+        }
+        if (*qd).operation != pg_sys::CmdType::CMD_SELECT
+            || (*ps).hasModifyingCTE
+            || !(*ps).rowMarks.is_null()
+        {
+            return None;
+        }
+        if pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32 {
+            return None;
+        }
+        let in_block = pg_sys::IsTransactionBlock();
+        let read_only_block = in_block && pg_sys::XactReadOnly;
+        if in_block && !read_only_block {
+            return None;
+        }
+        let tables = scoot_tables(ps);
+        if tables.is_empty() {
+            return None;
+        }
+        let rr = read_only_block && pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32;
+        if rr {
+            if let Some(img) = XACT.with(|x| x.borrow().xact_image.clone()) {
+                for (t, name) in &tables {
+                    if !img.has_table(*t) {
+                        crate::ffi::error_hint(
+                            PgSqlErrorCode::ERRCODE_SNAPSHOT_TOO_OLD,
+                            format!("table \"{name}\" was created or rewritten after this transaction's OLAP snapshot {} was taken", img.id),
+                            "A REPEATABLE READ transaction reads one snapshot; start a new transaction.",
+                        );
+                    }
+                }
+                return Some((img, tables, false));
+            }
+        }
+        let img = acquire(&tables)?;
+        if rr {
+            XACT.with(|x| x.borrow_mut().xact_image = Some(img.clone()));
+        }
+        Some((img, tables, !in_block))
+    }
+}
+
+/// First half of the ExecutorStart hook: decide, and substitute the image's snapshot.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn scoot_exec_start_before(qd: *mut pg_sys::QueryDesc, _eflags: i32) {
+    unsafe {
+        let d = decide(qd);
+        if let Some((img, _, implicit)) = &d {
+            if *implicit {
+                // a single-statement transaction that reads a snapshot is read-only
+                pg_sys::XactReadOnly = true;
+            }
+            if pg_sys::ParallelWorkerNumber < 0 {
+                // the statement runs on the image's MVCC snapshot (the copy replaces the one
+                // CreateQueryDesc registered)
+                let copy = img.snapshot_copy(pg_sys::TopTransactionContext);
+                (*copy).curcid = (*(*qd).snapshot).curcid;
+                let copy = pg_sys::RegisterSnapshot(copy);
+                pg_sys::UnregisterSnapshot((*qd).snapshot);
+                (*qd).snapshot = copy;
+                adopt_xmin(img.xmin);
+            }
+        }
+        PENDING.with(|p| {
+            p.borrow_mut()
+                .push(d.map(|(img, tables, _)| (img, tables.into_iter().map(|(_, n)| n).collect())))
+        });
+    }
+}
+
+/// Second half of the ExecutorStart hook: map the statement's snapshot to its image.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn scoot_exec_start_after(qd: *mut pg_sys::QueryDesc, _eflags: i32) {
+    unsafe {
+        let Some(Some((img, tables))) = PENDING.with(|p| p.borrow_mut().pop()) else {
+            return;
+        };
+        let key = (*(*qd).estate).es_snapshot as usize;
+        let top = XACT.with(|x| {
+            let mut x = x.borrow_mut();
+            let e = x.by_snap.entry(key).or_insert((img.clone(), 0));
+            e.1 += 1;
+            let top = x.active.is_empty();
+            x.active.push((qd as usize, key));
+            if x.mode == Mode::None {
+                x.mode = Mode::Image;
+            }
+            top
+        });
+        if XACT.with(|x| x.borrow().mode) == Mode::Image {
+            cow::set_horizon_exempt(true);
+        }
+        if let Some(me) = registry::my_backend() {
+            me.cur_slot.store(img.slot as u32, Ordering::Release);
+            me.cur_id.store(img.id, Ordering::Release);
+        }
+        if top && pg_sys::ParallelWorkerNumber < 0 {
+            let age = (pg_sys::GetCurrentTimestamp() - img.taken_at) as f64 / 1000.0;
+            LAST_EXPLAINED.with(|l| *l.borrow_mut() = Some((img.id, img.method, age, tables)));
+        }
+    }
+}
+
+/// Before ExecutorRun: parallel workers launched while this statement runs read its image.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn scoot_exec_run_before(qd: *mut pg_sys::QueryDesc) {
+    let img = XACT.with(|x| {
+        let x = x.borrow();
+        x.active
+            .iter()
+            .find(|(q, _)| *q == qd as usize)
+            .and_then(|&(_, key)| x.by_snap.get(&key).map(|(i, _)| (i.slot, i.id)))
+    });
+    if let (Some((slot, id)), Some(me)) = (img, registry::my_backend()) {
+        me.cur_slot.store(slot as u32, Ordering::Release);
+        me.cur_id.store(id, Ordering::Release);
+    }
+}
+
+/// Before ExecutorEnd: forget the statement's snapshot (standard_ExecutorEnd frees it).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn scoot_exec_end_before(qd: *mut pg_sys::QueryDesc) {
+    XACT.with(|x| {
+        let mut x = x.borrow_mut();
+        if let Some(pos) = x.active.iter().position(|(q, _)| *q == qd as usize) {
+            let (_, key) = x.active.remove(pos);
+            let drop_it = match x.by_snap.get_mut(&key) {
+                Some(e) => {
+                    e.1 -= 1;
+                    e.1 == 0
+                }
+                None => false,
+            };
+            if drop_it {
+                x.by_snap.remove(&key);
+            }
+        }
+    });
+    if let Some(me) = registry::my_backend() {
+        match current_image() {
+            Some(i) => {
+                me.cur_slot.store(i.slot as u32, Ordering::Release);
+                me.cur_id.store(i.id, Ordering::Release);
+            }
+            None => me.cur_slot.store(registry::NONE, Ordering::Release),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- EXPLAIN
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn scoot_explain_before() {
+    LAST_EXPLAINED.with(|l| *l.borrow_mut() = None);
+}
+
+/// After ExplainOnePlan: annotate each scan of a scoot table with the snapshot it reads
+/// (text format).
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn scoot_explain_after(es: *mut pg_sys::ExplainState, start_len: i32) {
+    unsafe {
+        let Some((id, method, age, tables)) = LAST_EXPLAINED.with(|l| l.borrow_mut().take()) else {
+            return;
+        };
+        if (*es).format != pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT {
+            return;
+        }
+        let start_len = start_len as usize;
+        let s = &mut *(*es).str_;
+        let bytes = std::slice::from_raw_parts(s.data as *const u8, s.len as usize);
+        let text = String::from_utf8_lossy(&bytes[start_len..]).into_owned();
+        let note = format!(
+            "Scoot Snapshot: {id} ({}, age {:.1} ms)",
+            registry::method_name(method),
+            age
+        );
+        let mut out = String::with_capacity(text.len() + 256);
+        for line in text.split_inclusive('\n') {
+            out.push_str(line);
+            if is_scoot_scan_line(line, &tables) {
+                let body = line.trim_start();
+                let col = line.len() - body.len() + if body.starts_with("->") { 4 } else { 0 };
+                out.push_str(&" ".repeat(col + 2));
+                out.push_str(&note);
+                out.push('\n');
+            }
+        }
+        s.len = start_len as i32;
+        *s.data.add(start_len) = 0;
+        let c = std::ffi::CString::new(out).unwrap_or_default();
+        pg_sys::appendStringInfoString(s, c.as_ptr());
+    }
+}
+
+fn is_scoot_scan_line(line: &str, tables: &[String]) -> bool {
+    let body = line.trim().trim_start_matches("->").trim_start();
+    let first = body.split("  (").next().unwrap_or(body);
+    if !first.contains("Scan") {
+        return false;
+    }
+    let Some(pos) = first.find(" on ") else { return false };
+    let rest = &first[pos + 4..];
+    let name = rest.split(' ').next().unwrap_or("");
+    let unq = name.rsplit('.').next().unwrap_or(name).trim_matches('"');
+    tables.iter().any(|t| t == unq || t == name)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn scan_lines() {
+        let t = vec!["t".to_string()];
+        assert!(super::is_scoot_scan_line("   ->  Seq Scan on t  (cost=0.00..1.00 rows=1 width=4)\n", &t));
+        assert!(super::is_scoot_scan_line("Parallel Seq Scan on public.t t1\n", &t));
+        assert!(super::is_scoot_scan_line("   ->  Index Scan using t_pkey on t  (cost=..)\n", &t));
+        assert!(!super::is_scoot_scan_line("   ->  Seq Scan on u  (cost=..)\n", &t));
+        assert!(!super::is_scoot_scan_line("   Filter: (a on t)\n", &t));
+        assert!(super::is_scoot_scan_line("   ->  Seq Scan on t\n", &t));
+    }
+}
