@@ -117,6 +117,31 @@ SELECT method IN ('uffd', 'software', 'copy') AS method_ok, method_reason <> '' 
        create_ms_avg >= gate_ms_avg AS create_ge_gate
 FROM scoot.snapshot_stats;
 SELECT backend_type FROM pg_stat_activity WHERE backend_type = 'pg_scoot olap worker';
+-- resetting the counters (superuser; PUBLIC may not)
+CREATE TEMP TABLE olap_stats_before AS
+  SELECT snapshots_taken, pages_saved + first_write_copies + first_write_faults AS writes
+  FROM scoot.snapshot_stats;
+SELECT snapshots_taken >= 2 AS several_taken FROM olap_stats_before;
+SELECT scoot.snapshot_stats_reset();
+-- (the worker may take one snapshot right after the reset; nobody writes meanwhile)
+SELECT s.snapshots_taken <= 1 AS reset_taken,
+       s.pages_saved + s.first_write_copies + s.first_write_faults <= b.writes AS reset_writes,
+       s.method IN ('uffd', 'software', 'copy') AS method_kept
+FROM scoot.snapshot_stats s, olap_stats_before b;
+SELECT has_function_privilege('public', 'scoot.snapshot_stats_reset()', 'EXECUTE') AS public_may_reset;
+
+-- scoot.olap_nice: a backend lowers its priority when it starts reading snapshots, for good
+CREATE FUNCTION olap_my_nice() RETURNS int LANGUAGE sql AS
+  $$ SELECT split_part(split_part(pg_read_file('/proc/' || pg_backend_pid() || '/stat'), ') ', 2), ' ', 17)::int $$;
+SET scoot.olap_nice = 5;
+SELECT olap_my_nice() AS nice_before_snapshot_read;
+SELECT count(*) FROM olap_s;
+SELECT olap_my_nice() AS nice_after_snapshot_read;
+SET scoot.olap_nice = 0;
+SELECT count(*) FROM olap_s;
+SELECT olap_my_nice() AS nice_kept;
+RESET scoot.olap_nice;
+DROP FUNCTION olap_my_nice();
 
 RESET scoot.olap;
 DROP TABLE olap_s, olap_h;

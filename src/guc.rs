@@ -21,6 +21,11 @@ pub static SNAPSHOT_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(256);
 pub static SNAPSHOT_METHOD: GucSetting<Option<std::ffi::CString>> =
     GucSetting::<Option<std::ffi::CString>>::new(Some(c"uffd"));
 
+/// `scoot.olap_nice`: the nice value a backend (and its parallel workers) takes when it starts
+/// reading OLAP snapshots (user; 0: unchanged). Lowering a priority cannot be undone without
+/// privileges, so it lasts for the rest of the connection.
+pub static OLAP_NICE: GucSetting<i32> = GucSetting::<i32>::new(0);
+
 /// `scoot.opportunistic_prune`: prune version chains during scans and index fetches (debugging aid).
 pub static OPPORTUNISTIC_PRUNE: GucSetting<bool> = GucSetting::<bool>::new(true);
 
@@ -30,6 +35,16 @@ pub fn define() {
         c"Read-only analytic statements on scoot tables read an OLAP snapshot of the arena.",
         c"Statements of READ ONLY transactions and single-statement SELECTs on scoot tables (which then run as read-only transactions) read a transaction-consistent copy-on-write snapshot at most scoot.snapshot_max_age old.",
         &OLAP,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.olap_nice",
+        c"Nice value a backend takes when it starts reading OLAP snapshots (0: unchanged).",
+        c"Lets the kernel prefer OLTP backends over analytic ones on a loaded machine. It cannot be undone: the backend keeps the lower priority until the connection ends.",
+        &OLAP_NICE,
+        0,
+        19,
         GucContext::Userset,
         GucFlags::default(),
     );

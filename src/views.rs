@@ -264,6 +264,12 @@ fn snapshot_stats_info() -> TableIterator<
         name!(save_us_avg, f64),
         name!(write_faults, i64),
         name!(fault_us_avg, f64),
+        name!(first_write_copies, i64),
+        name!(first_write_copy_us_p50, f64),
+        name!(first_write_copy_us_p99, f64),
+        name!(first_write_faults, i64),
+        name!(first_write_fault_us_p50, f64),
+        name!(first_write_fault_us_p99, f64),
         name!(pool_bytes, i64),
         name!(pool_bytes_used, i64),
         name!(zombie_blocks, i32),
@@ -279,6 +285,8 @@ fn snapshot_stats_info() -> TableIterator<
     let faults = r.uffd_faults.load(Ordering::Relaxed);
     let avg = |tot: u64, n: u64, div: f64| if n == 0 { 0.0 } else { tot as f64 / n as f64 / div };
     let pid = r.worker_pid.load(Ordering::Acquire);
+    let hc = cow::hist_summary(&c.hist_copy);
+    let hf = cow::hist_summary(&c.hist_fault);
     TableIterator::once((
         registry::method_name(r.method.load(Ordering::Acquire)).to_string(),
         registry::reason(),
@@ -298,10 +306,43 @@ fn snapshot_stats_info() -> TableIterator<
         avg(c.save_ns.load(Ordering::Relaxed), saves, 1000.0),
         faults as i64,
         avg(r.uffd_fault_ns.load(Ordering::Relaxed), faults, 1000.0),
+        hc.0 as i64,
+        hc.1,
+        hc.2,
+        hf.0 as i64,
+        hf.1,
+        hf.2,
         (c.nframes as u64 * cow::PAGE as u64) as i64,
         (cow::frames_in_use() as u64 * cow::PAGE as u64) as i64,
         arena::zombie_blocks() as i32,
     ))
+}
+
+/// `scoot.snapshot_stats_reset()`: zeroes the counters of `scoot.snapshot_stats` (like
+/// `pg_stat_reset()`); the method, pool usage and zombie blocks are state, not counters.
+#[pg_extern(volatile, parallel_unsafe)]
+fn snapshot_stats_reset() {
+    use crate::snapshot::registry;
+    use crate::storage::cow;
+    crate::ensure_preloaded();
+    let r = registry::reg();
+    for a in [
+        &r.created,
+        &r.released,
+        &r.abandoned,
+        &r.gate_timeouts,
+        &r.create_failures,
+        &r.skipped_overflow,
+        &r.create_us_total,
+        &r.create_us_max,
+        &r.gate_us_total,
+        &r.gate_us_max,
+        &r.uffd_faults,
+        &r.uffd_fault_ns,
+    ] {
+        a.store(0, Ordering::Relaxed);
+    }
+    cow::reset_stats();
 }
 
 extension_sql!(
@@ -309,8 +350,10 @@ extension_sql!(
 CREATE VIEW snapshots AS SELECT * FROM snapshots_info();
 CREATE VIEW snapshot_stats AS SELECT * FROM snapshot_stats_info();
 COMMENT ON VIEW snapshots IS 'OLAP snapshots of the scoot arena: id, method, age, readers, pre-image pages preserved, creation cost';
-COMMENT ON VIEW snapshot_stats IS 'OLAP snapshot worker statistics: method in use and why, snapshots taken/abandoned, creation and gate-closed times, pre-image saves and write faults';
+REVOKE EXECUTE ON FUNCTION snapshot_stats_reset() FROM PUBLIC;
+COMMENT ON FUNCTION snapshot_stats_reset() IS 'zeroes the counters of scoot.snapshot_stats (superuser, or granted like pg_stat_reset)';
+COMMENT ON VIEW snapshot_stats IS 'OLAP snapshot worker statistics: method in use and why, snapshots taken/abandoned, creation and gate-closed times, pre-image saves and write faults, the cost of a first write to a page after a snapshot as writers see it (p50/p99 from log2 histograms)';
 "#,
     name = "snapshot_views",
-    requires = [snapshots_info, snapshot_stats_info]
+    requires = [snapshots_info, snapshot_stats_info, snapshot_stats_reset]
 );

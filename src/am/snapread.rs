@@ -20,9 +20,14 @@ pub struct ImgScan {
     pub table: Rc<TableImage>,
     /// the block a sequential scan is on
     pub buf: BlockBuf,
-    /// blocks visited by chain walks (bitmap and index fetches)
+    /// blocks visited by chain walks (bitmap and index fetches): an index range alternates
+    /// between a row's original block and the blocks its newer versions moved to, so the cache
+    /// holds up to [`FETCH_CACHE_BLOCKS`] (grown on demand; 4 MB with 64 kB blocks)
     pub cache: BlockCache,
 }
+
+/// Capacity of an image scan's fetch cache, in blocks.
+pub const FETCH_CACHE_BLOCKS: usize = 64;
 
 impl ImgScan {
     pub fn new(image: Rc<Image>, table: Rc<TableImage>) -> ImgScan {
@@ -30,7 +35,7 @@ impl ImgScan {
             image,
             table,
             buf: BlockBuf::new(),
-            cache: BlockCache::new(4),
+            cache: BlockCache::new(FETCH_CACHE_BLOCKS),
         }
     }
 

@@ -283,6 +283,26 @@ fn acquire(tables: &[(TableRef, String)]) -> Option<Rc<Image>> {
     result
 }
 
+thread_local! {
+    /// the nice value this backend has taken for OLAP reads (`scoot.olap_nice`)
+    static NICE: Cell<i32> = const { Cell::new(0) };
+}
+
+/// Applies `scoot.olap_nice` to this process when it is about to read a snapshot: the kernel then
+/// prefers the OLTP backends on a loaded machine. Only ever lowers the priority (raising it again
+/// needs privileges); a failure is ignored (the statement runs at the old priority).
+fn lower_priority() {
+    let want = guc::OLAP_NICE.get();
+    if want > NICE.with(|n| n.get()) {
+        unsafe {
+            let cur = libc::getpriority(libc::PRIO_PROCESS, 0);
+            if want > cur && libc::setpriority(libc::PRIO_PROCESS, 0, want) == 0 {
+                NICE.with(|n| n.set(want));
+            }
+        }
+    }
+}
+
 /// Finds the image the leader of this parallel worker reads (its snapshot is the image's).
 unsafe fn leader_image(snap: pg_sys::Snapshot) -> Option<Rc<Image>> {
     unsafe {
@@ -357,7 +377,10 @@ unsafe fn decide(qd: *mut pg_sys::QueryDesc) -> Option<(Rc<Image>, Vec<(TableRef
                 return None;
             }
             return match leader_image((*qd).snapshot) {
-                Some(img) => Some((img, tables, false)),
+                Some(img) => {
+                    lower_priority();
+                    Some((img, tables, false))
+                }
                 None => {
                     let snap = (*qd).snapshot;
                     let of_image = !snap.is_null()
@@ -414,8 +437,8 @@ unsafe fn decide(qd: *mut pg_sys::QueryDesc) -> Option<(Rc<Image>, Vec<(TableRef
                     if !img.has_table(*t) {
                         crate::ffi::error_hint(
                             PgSqlErrorCode::ERRCODE_SNAPSHOT_TOO_OLD,
-                            format!("table \"{name}\" was created or rewritten after this transaction's OLAP snapshot {} was taken", img.id),
-                            "A REPEATABLE READ transaction reads one snapshot; start a new transaction.",
+                            format!("table \"{name}\" was created, truncated or rewritten after OLAP snapshot {} was taken", img.id),
+                            "A REPEATABLE READ READ ONLY transaction reads one snapshot for all its statements; start a new transaction to read the table.",
                         );
                     }
                 }
@@ -423,6 +446,7 @@ unsafe fn decide(qd: *mut pg_sys::QueryDesc) -> Option<(Rc<Image>, Vec<(TableRef
             }
         }
         let img = acquire(&tables)?;
+        lower_priority();
         if rr {
             XACT.with(|x| x.borrow_mut().xact_image = Some(img.clone()));
         }

@@ -506,9 +506,18 @@ fn fault_loop(sh: Arc<Shared>) {
                 let page = addr & !(cow::PAGE - 1);
                 let p = ((page - base) / cow::PAGE) as u32;
                 let mut ws = sh.writers.lock().unwrap();
-                // save the pre-image, then let every writer write the page again
+                // save the pre-image, then let every writer write the page again: first the one
+                // that faulted (lifting its protection wakes it), then the others
                 cow::preserve_page(p);
-                for w in ws.iter_mut().filter(|w| !w.dead) {
+                let me = pfds[k].fd;
+                if let Err(e) = writeprotect(me, page, cow::PAGE, false) {
+                    if e == libc::ESRCH {
+                        if let Some(w) = ws.iter_mut().find(|w| w.fd == me) {
+                            w.dead = true;
+                        }
+                    }
+                }
+                for w in ws.iter_mut().filter(|w| !w.dead && w.fd != me) {
                     if let Err(e) = writeprotect(w.fd, page, cow::PAGE, false) {
                         if e == libc::ESRCH {
                             w.dead = true;

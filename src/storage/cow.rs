@@ -62,6 +62,52 @@ pub struct CowCtl {
     pub saves: AtomicU64,
     pub save_ns: AtomicU64,
     pub abandoned_for_memory: AtomicU64,
+    /// cost of a first write to a page after a snapshot, as the writer sees it, in quarter-octave
+    /// buckets of nanoseconds: copying the pre-image itself (software) / waiting for the worker to resolve the
+    /// write fault (uffd)
+    pub hist_copy: [AtomicU64; HIST_BUCKETS],
+    pub hist_fault: [AtomicU64; HIST_BUCKETS],
+}
+
+/// 4 buckets per power of two, up to 2^40 ns
+pub const HIST_BUCKETS: usize = 160;
+
+fn record(h: &[AtomicU64; HIST_BUCKETS], ns: u64) {
+    let b = ((ns.max(1) as f64).log2() * 4.0) as usize;
+    h[b.min(HIST_BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Zeroes the statistics counters and first-write histograms (`scoot.snapshot_stats_reset()`).
+pub fn reset_stats() {
+    let c = ctl();
+    c.saves.store(0, Ordering::Relaxed);
+    c.save_ns.store(0, Ordering::Relaxed);
+    c.abandoned_for_memory.store(0, Ordering::Relaxed);
+    for a in c.hist_copy.iter().chain(c.hist_fault.iter()) {
+        a.store(0, Ordering::Relaxed);
+    }
+}
+
+/// (count, median, 99th percentile) in microseconds of a first-write histogram; a percentile is
+/// the geometric middle of its bucket (within ~9%).
+pub fn hist_summary(h: &[AtomicU64; HIST_BUCKETS]) -> (u64, f64, f64) {
+    let v: Vec<u64> = h.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    let n: u64 = v.iter().sum();
+    if n == 0 {
+        return (0, 0.0, 0.0);
+    }
+    let q = |frac: f64| {
+        let target = (n as f64 * frac).ceil().max(1.0) as u64;
+        let mut acc = 0;
+        for (i, &c) in v.iter().enumerate() {
+            acc += c;
+            if acc >= target {
+                return 2f64.powf((i as f64 + 0.5) / 4.0) / 1000.0;
+            }
+        }
+        0.0
+    };
+    (n, q(0.5), q(0.99))
 }
 
 #[repr(C)]
@@ -539,6 +585,11 @@ fn mark_saved(p: u32, tag: u32) {
 /// after a snapshot: by the writer, or by the worker's fault handler). Never blocks on a reader:
 /// when the pool is full the oldest snapshot is abandoned.
 pub fn preserve_page(p: u32) {
+    preserve_page_by(p, false)
+}
+
+/// [`preserve_page`]; `writer`: called by the writing process itself (its cost is recorded).
+fn preserve_page_by(p: u32, writer: bool) {
     let c = ctl();
     let live = c.live_epoch.load(Ordering::Acquire);
     if live == 0 || p >= c.npages {
@@ -569,7 +620,7 @@ pub fn preserve_page(p: u32) {
         }
         if tag2 != tag {
             unlock_page(p, tag2);
-            return preserve_page(p);
+            return preserve_page_by(p, writer);
         }
     };
     let live = c.live_epoch.load(Ordering::Acquire);
@@ -584,8 +635,11 @@ pub fn preserve_page(p: u32) {
         page_head(p).store(f, Ordering::Release);
         mark_saved(p, live);
         c.saves.fetch_add(1, Ordering::Relaxed);
-        c.save_ns
-            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let ns = t0.elapsed().as_nanos() as u64;
+        c.save_ns.fetch_add(ns, Ordering::Relaxed);
+        if writer {
+            record(&c.hist_copy, ns);
+        }
     }
     unlock_page(p, live);
 }
@@ -616,14 +670,30 @@ fn before_write_slow(ptr: *const u8, len: usize, live: u32) {
     if arena::block_desc(b).born.load(Ordering::Acquire) >= live {
         return; // allocated after every live snapshot: none of them contains it
     }
-    if kernel_traps(b, live) {
-        return; // the OLAP worker's fault handler saves the pages
-    }
     let first = ((a - base) / PAGE) as u32;
     let last = ((a + len - 1 - base) / PAGE) as u32;
+    if kernel_traps(b, live) {
+        // the OLAP worker's fault handler saves the pages. Touch each one not saved yet with an
+        // atomic no-op write, so that the fault happens here, once, and its cost is measured.
+        // A compare-exchange of a value with itself always needs write access (x86 `lock
+        // cmpxchg` writes back even when it fails); an idempotent `fetch_or(0)` would be lowered
+        // to a fenced load and never fault.
+        for p in first..=last {
+            if page_tag(p).load(Ordering::Acquire) & !LOCKED < live {
+                let t0 = std::time::Instant::now();
+                unsafe {
+                    let w = &*(arena::base().add(p as usize * PAGE) as *const AtomicU64);
+                    let v = w.load(Ordering::Relaxed);
+                    let _ = w.compare_exchange(v, v, Ordering::Relaxed, Ordering::Relaxed);
+                };
+                record(&ctl().hist_fault, t0.elapsed().as_nanos() as u64);
+            }
+        }
+        return;
+    }
     for p in first..=last {
         if page_tag(p).load(Ordering::Acquire) & !LOCKED < live {
-            preserve_page(p);
+            preserve_page_by(p, true);
         }
     }
 }
