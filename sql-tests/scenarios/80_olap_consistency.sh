@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# OLAP snapshots under a full pgbench load, for each snapshot method (uffd, software, copy), each
+# on its own cluster:
+#  - >= 300 single-statement snapshot queries (scoot.olap = on) read sum(abalance), sum(tbalance)
+#    and sum(bbalance) while 4 pgbench clients run TPC-B on scoot tables: the three sums must be
+#    equal every time (a snapshot is transaction-consistent) and no query may fall back to live
+#    data or fail;
+#  - read-your-writes: a session that commits a row sees it in its next snapshot statement;
+#  - pgbench reports no failed transaction; scoot.snapshot_stats reports the method asked for,
+#    and the snapshots were taken and released (no pin left behind).
+set -uo pipefail
+. "$(dirname "$0")/helpers/olap_lib.sh"
+N=${OLAP_QUERIES:-300}
+port=55510
+for method in uffd software copy; do
+  echo "--- method $method"
+  start_cluster "$method" $port "scoot.snapshot_method = '$method'" "scoot.snapshot_memory = 512"
+  port=$((port + 1))
+  pgbench_init 10
+  m=$(stat method)
+  [ "$m" = "$method" ] || fail "scoot.snapshot_stats.method = '$m', want $method ($(stat method_reason))"
+
+  # TPC-B load in 5 s rounds until the readers are done
+  rm -f "$WORK/stop"
+  (
+    r=0
+    while [ ! -f "$WORK/stop" ]; do
+      r=$((r + 1))
+      "$BIN/pgbench" -n -c 4 -j 2 -T 5 >"$WORK/pgb_${method}_$r.log" 2>&1 || echo "pgbench round $r exited $?" >>"$WORK/pgb_errors"
+    done
+  ) &
+  loader=$!
+  sleep 2
+  t0=$SECONDS taken0=$(stat snapshots_taken)
+  bad=0 errs=0
+  for ((i = 1; i <= N; i++)); do
+    if ! r=$(qo -c "$INVARIANT" 2>"$WORK/err"); then
+      errs=$((errs + 1)); head -3 "$WORK/err"; continue
+    fi
+    if [ -s "$WORK/err" ]; then errs=$((errs + 1)); head -3 "$WORK/err"; fi
+    [ "$r" = t ] || { bad=$((bad + 1)); echo "    query $i: the three sums differ"; }
+  done
+  secs=$((SECONDS - t0))
+  # read-your-writes, under the same load
+  q -c "CREATE TABLE ryw (id int) USING scoot" || fail "create ryw"
+  ryw_bad=0
+  for ((i = 1; i <= 50; i++)); do
+    r=$(qo -c "INSERT INTO ryw VALUES ($i)" -c "SELECT count(*) FROM ryw" 2>"$WORK/err")
+    [ "$r" = "$i" ] || { ryw_bad=$((ryw_bad + 1)); echo "    read-your-writes: after $i inserts the snapshot statement saw '$r' $(head -1 "$WORK/err")"; }
+  done
+  touch "$WORK/stop"; wait $loader
+  taken=$(( $(stat snapshots_taken) - taken0 ))
+  echo "    $N snapshot queries in ${secs}s: $bad inconsistent, $errs errors/warnings; read-your-writes misses: $ryw_bad; snapshots taken meanwhile: $taken"
+  echo "    $(q -F ' ' -c "SELECT 'gate_ms_avg=' || round(gate_ms_avg::numeric, 3), 'gate_ms_max=' || round(gate_ms_max::numeric, 3), 'create_ms_avg=' || round(create_ms_avg::numeric, 3), 'pages_saved=' || pages_saved, 'write_faults=' || write_faults, 'abandoned=' || snapshots_abandoned FROM scoot.snapshot_stats")"
+  tps=$(cat "$WORK"/pgb_"${method}"_*.log | sed -nE 's/^tps = ([0-9.]+) .*/\1/p' | head -20 | tr '\n' ' ')
+  echo "    pgbench tps per 5 s round: $tps"
+  [ $bad -eq 0 ] || soft_fail "$method: $bad of $N snapshot queries saw unequal sums"
+  [ $errs -eq 0 ] || soft_fail "$method: $errs snapshot queries failed or warned"
+  [ $ryw_bad -eq 0 ] || soft_fail "$method: $ryw_bad read-your-writes misses"
+  [ "$taken" -ge 10 ] || soft_fail "$method: only $taken snapshots taken during the run"
+  [ -f "$WORK/pgb_errors" ] && soft_fail "$method: $(cat "$WORK/pgb_errors")" && rm -f "$WORK/pgb_errors"
+  if grep -h "number of failed transactions" "$WORK"/pgb_"${method}"_*.log | grep -qv ": 0 "; then
+    soft_fail "$method: pgbench reported failed transactions"
+  fi
+  # every pin is gone once the readers are
+  wait_for 10 "SELECT coalesce(sum(readers), 0) = 0 FROM scoot.snapshots" ||
+    soft_fail "$method: pins left behind: $(q -c "SELECT string_agg(id || ':' || readers, ' ') FROM scoot.snapshots")"
+  stop_cluster
+done
+finish
