@@ -6,6 +6,7 @@
 #   make check           the full test run (= scripts/test.sh; what CI runs)
 #   make demo            pgbench TPC-B on scoot tables in a throw-away cluster
 #   make bench           heap vs scoot pgbench comparison -> bench/results/latest.{md,json}
+#   make bench-olap      OLAP snapshot benchmarks -> bench/results/olap.{md,json} + plots
 #   make setup           install the toolchain / packages (scripts/setup.sh)
 #   make cluster-start / cluster-stop   a persistent throw-away cluster in /tmp/pg_scoot_cluster
 #
@@ -15,7 +16,7 @@ PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresq
 export PG_CONFIG
 CARGO ?= cargo
 
-.PHONY: all package install installcheck check test demo bench setup cluster-start cluster-stop
+.PHONY: all package install installcheck check test demo bench bench-olap setup cluster-start cluster-stop
 
 all: package
 
@@ -36,6 +37,9 @@ demo:
 
 bench:
 	bash scripts/bench.sh
+
+bench-olap:
+	bash scripts/olap_bench.sh
 
 setup:
 	bash scripts/setup.sh

@@ -11,7 +11,8 @@
 #   scripts/cluster.sh env [DIR]               print the export lines again
 #
 # Knobs: SCOOT_PORT (first port tried, default 54329), SCOOT_PRELOAD=0 (no pg_scoot),
-# SCOOT_ARENA_MB (scoot.arena_size, default 2048), SCOOT_EXTRA_CONF, SCOOT_LISTEN, SCOOT_KEEP_CLUSTER=1.
+# SCOOT_ARENA_MB (scoot.arena_size, default 2048), SCOOT_EXTRA_CONF, SCOOT_LISTEN, SCOOT_KEEP_CLUSTER=1,
+# SCOOT_PGCTL_WRAPPER (command prefix for pg_ctl start, e.g. sql-tests/scenarios/helpers/deny_uffd).
 # Settings are written to DIR/data/scoot_cluster.conf (sized for 2 cores / 24 GiB).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"

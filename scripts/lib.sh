@@ -142,7 +142,9 @@ cluster_start() {
     [ -n "${SCOOT_EXTRA_CONF:-}" ] && printf '%s\n' "$SCOOT_EXTRA_CONF"
   } >"$dir/data/scoot_cluster.conf"
   chown postgres:postgres "$dir/data/scoot_cluster.conf"
-  if ! as_postgres "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 120 start >/dev/null; then
+  # SCOOT_PGCTL_WRAPPER: a command prefix for pg_ctl (e.g. a seccomp filter the server inherits)
+  # shellcheck disable=SC2086
+  if ! as_postgres ${SCOOT_PGCTL_WRAPPER:-} "$PG_BINDIR/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 120 start >/dev/null; then
     echo "----- server.log -----"; tail -n 50 "$dir/server.log" 2>/dev/null
     [ $throwaway = 1 ] && [ "${SCOOT_KEEP_CLUSTER:-0}" != 1 ] && rm -rf "$dir"
     return 1

@@ -61,12 +61,13 @@ else
 fi
 
 step "setup: python packages"
-if python3 -c 'import psycopg, pyarrow' >/dev/null 2>&1; then
-  log "psycopg + pyarrow present ($(command -v python3))"
+# matplotlib draws the benchmark plots (bench/olap_bench.py)
+if python3 -c 'import psycopg, pyarrow, matplotlib' >/dev/null 2>&1; then
+  log "psycopg + pyarrow + matplotlib present ($(command -v python3))"
 else
-  pyargs=(-m pip install -q --disable-pip-version-check 'psycopg[binary]' pyarrow)
+  pyargs=(-m pip install -q --disable-pip-version-check 'psycopg[binary]' pyarrow matplotlib)
   python3 "${pyargs[@]}" || python3 "${pyargs[@]}" --break-system-packages
-  python3 -c 'import psycopg, pyarrow; print("psycopg", psycopg.__version__, "pyarrow", pyarrow.__version__)'
+  python3 -c 'import psycopg, pyarrow, matplotlib; print("psycopg", psycopg.__version__, "pyarrow", pyarrow.__version__, "matplotlib", matplotlib.__version__)'
 fi
 
 step "setup: done"
