@@ -3,7 +3,10 @@
 #
 #   setup.sh -> cargo pgrx install --release -> throw-away cluster (scoot preloaded)
 #   -> PGOPTIONS='-c default_table_access_method=scoot' pgbench -i -s $DEMO_SCALE
-#   -> pgbench -c 8 -j 2 -T $DEMO_SECONDS -M prepared
+#   -> pgbench -c 8 -j 2 -T $DEMO_SECONDS -M prepared, and meanwhile (scoot) an analytic reader with
+#      scoot.olap = on: every second sum(abalance), sum(tbalance), sum(bbalance) on an OLAP snapshot
+#      (equal in every snapshot, or the demo fails) and a GROUP BY; EXPLAIN shows the snapshot line;
+#      scoot.snapshots / scoot.snapshot_stats
 #   -> check sum(abalance) = sum(tbalance) = sum(bbalance) = sum(delta), print scoot.arena
 #   -> stop the cluster. Exit status non-zero if any step or check fails.
 #
@@ -41,11 +44,42 @@ wrong=$(psql_q -c "SELECT count(*) FROM pg_class c JOIN pg_am a ON a.oid = c.rel
                    WHERE c.relname LIKE 'pgbench_%' AND c.relkind = 'r' AND a.amname <> '$AM'")
 [ "$wrong" = 0 ] || die "$wrong pgbench table(s) do not use access method $AM"
 
-step "pgbench -c $CLIENTS -j 2 -T $SECS -M prepared"
+OLAP_OUT=$SCOOT_CLUSTER_DIR/olap.out
+: >"$OLAP_OUT"
+if [ "$AM" = scoot ]; then
+  step "pgbench -c $CLIENTS -j 2 -T $SECS -M prepared, with an analytic reader on OLAP snapshots"
+  ( end=$((SECONDS + SECS))
+    while [ $SECONDS -lt $end ]; do
+      PGOPTIONS="-c scoot.olap=on" psql_q -F ' ' -c "SELECT (SELECT sum(abalance) FROM pgbench_accounts),
+          (SELECT sum(tbalance) FROM pgbench_tellers), (SELECT sum(bbalance) FROM pgbench_branches)" >>"$OLAP_OUT" 2>&1
+      sleep 1
+    done ) &
+  OLAP_PID=$!
+else
+  step "pgbench -c $CLIENTS -j 2 -T $SECS -M prepared"
+fi
 "$PGBENCH" -c "$CLIENTS" -j 2 -T "$SECS" -M prepared -P 5 2>&1 | tee "$SCOOT_CLUSTER_DIR/pgbench.out"
 processed=$(sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p' "$SCOOT_CLUSTER_DIR/pgbench.out")
 failed_tx=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' "$SCOOT_CLUSTER_DIR/pgbench.out")
 [ -n "$processed" ] && [ "$processed" -gt 0 ] || die "pgbench processed no transactions"
+
+if [ "$AM" = scoot ]; then
+  wait "$OLAP_PID" || true
+  step "analytic reads on OLAP snapshots during the run"
+  nq=$(wc -l <"$OLAP_OUT")
+  bad=$(awk 'NF != 3 || $1 != $2 || $2 != $3' "$OLAP_OUT" | wc -l)
+  echo "$nq snapshot queries of sum(abalance), sum(tbalance), sum(bbalance) under load; $bad inconsistent or failed"
+  head -3 "$OLAP_OUT" | sed 's/^/  /'
+  [ "$nq" -gt 0 ] && [ "$bad" = 0 ] || { echo "OLAP snapshot reads: FAILED"; awk 'NF != 3 || $1 != $2 || $2 != $3' "$OLAP_OUT" | head; OLAP_BAD=1; }
+  echo
+  echo "SET scoot.olap = on; EXPLAIN ANALYZE SELECT bid, count(*), sum(abalance) FROM pgbench_accounts GROUP BY bid:"
+  PGOPTIONS="-c scoot.olap=on" "$PG_BINDIR/psql" -X -c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)
+      SELECT bid, count(*), sum(abalance) FROM pgbench_accounts GROUP BY bid"
+  "$PG_BINDIR/psql" -X -c "SELECT id, method, age_ms, readers FROM scoot.snapshots" || true
+  "$PG_BINDIR/psql" -X -x -c "SELECT method, method_reason, snapshots_taken, gate_ms_avg, gate_ms_max, create_ms_avg,
+      pages_saved, first_write_copies, first_write_copy_us_p50, first_write_faults, first_write_fault_us_p50
+      FROM scoot.snapshot_stats" || true
+fi
 
 step "consistency check"
 read -r a t b d n <<<"$(psql_q -F ' ' -c "SELECT
@@ -56,6 +90,7 @@ read -r a t b d n <<<"$(psql_q -F ' ' -c "SELECT
     (SELECT count(*)                   FROM pgbench_history)")"
 echo "sum(abalance)=$a sum(tbalance)=$t sum(bbalance)=$b sum(delta)=$d history rows=$n (pgbench: $processed processed, ${failed_tx:-?} failed)"
 ok=1
+[ "${OLAP_BAD:-0}" = 1 ] && ok=0
 if [ "$a" = "$t" ] && [ "$t" = "$b" ] && [ "$b" = "$d" ]; then echo "balances: CONSISTENT"; else echo "balances: INCONSISTENT"; ok=0; fi
 if [ "$n" != "$processed" ]; then echo "history rows ($n) != transactions processed ($processed)"; ok=0; fi
 counts=$(psql_q -F ' ' -c "SELECT (SELECT count(*) FROM pgbench_accounts), (SELECT count(*) FROM pgbench_tellers),

@@ -98,6 +98,12 @@ SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
 SELECT * FROM olap_plan('SELECT count(*) FROM olap_s');
 SELECT count(*), sum(g) FROM olap_s;
+-- a live parallel statement right after, on an idle server: its snapshot equals the image's,
+-- yet its workers read live data like their leader (no error, no image)
+SET scoot.olap = off;
+SELECT count(*), sum(g) FROM olap_s;
+SELECT olap_snapshot_id('SELECT count(*) FROM olap_s') IS NULL AS reads_live;
+SET scoot.olap = on;
 RESET max_parallel_workers_per_gather;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;

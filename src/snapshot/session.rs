@@ -303,14 +303,29 @@ fn lower_priority() {
     }
 }
 
-/// Finds the image the leader of this parallel worker reads (its snapshot is the image's).
-unsafe fn leader_image(snap: pg_sys::Snapshot) -> Option<Rc<Image>> {
+/// What the leader of a parallel worker reads.
+enum Leader {
+    /// the image whose MVCC snapshot the worker was given
+    Image(Rc<Image>),
+    /// live data: the leader holds no image with that snapshot
+    Live,
+    /// the leader holds an image with that snapshot, but it could not be pinned any more
+    Lost,
+}
+
+/// Finds the image the leader of this parallel worker reads: among the images the leader has
+/// pinned, the one whose MVCC snapshot the worker was given. A live statement of a leader
+/// holding no image (or none with that snapshot) reads live data, even when its snapshot
+/// happens to equal some image's (an idle server).
+unsafe fn leader_image(snap: pg_sys::Snapshot) -> Leader {
     unsafe {
         let leader = (*pg_sys::MyProc).lockGroupLeader;
         if leader.is_null() || snap.is_null() {
-            return None;
+            return Leader::Live;
         }
-        let lb = registry::backend((*leader).pgprocno as usize)?;
+        let Some(lb) = registry::backend((*leader).pgprocno as usize) else {
+            return Leader::Live;
+        };
         let xmin = (*snap).xmin.into_inner();
         let xmax = (*snap).xmax.into_inner();
         let mut candidates: Vec<(usize, u64)> = Vec::new();
@@ -324,15 +339,17 @@ unsafe fn leader_image(snap: pg_sys::Snapshot) -> Option<Rc<Image>> {
                 candidates.push((i, registry::slot(i).id.load(Ordering::Acquire)));
             }
         }
+        let mut matched = false;
         for (i, id) in candidates {
             let s = registry::slot(i);
             if s.xmin.load(Ordering::Acquire) == xmin && s.xmax.load(Ordering::Acquire) == xmax {
+                matched = true;
                 if let Some(img) = Image::pin(i, id) {
-                    return Some(img);
+                    return Leader::Image(img);
                 }
             }
         }
-        None
+        if matched { Leader::Lost } else { Leader::Live }
     }
 }
 
@@ -377,28 +394,16 @@ unsafe fn decide(qd: *mut pg_sys::QueryDesc) -> Option<(Rc<Image>, Vec<(TableRef
                 return None;
             }
             return match leader_image((*qd).snapshot) {
-                Some(img) => {
+                Leader::Image(img) => {
                     lower_priority();
                     Some((img, tables, false))
                 }
-                None => {
-                    let snap = (*qd).snapshot;
-                    let of_image = !snap.is_null()
-                        && (0..cow::MAX_SNAPSHOTS).any(|i| {
-                            let s = registry::slot(i);
-                            s.state.load(Ordering::Acquire) == registry::S_LIVE
-                                && s.xmin.load(Ordering::Acquire) == (*snap).xmin.into_inner()
-                                && s.xmax.load(Ordering::Acquire) == (*snap).xmax.into_inner()
-                        });
-                    if of_image {
-                        crate::ffi::error_hint(
-                            PgSqlErrorCode::ERRCODE_SNAPSHOT_TOO_OLD,
-                            "parallel worker could not attach to its leader's OLAP snapshot",
-                            "Retry the statement.",
-                        );
-                    }
-                    None
-                }
+                Leader::Live => None,
+                Leader::Lost => crate::ffi::error_hint(
+                    PgSqlErrorCode::ERRCODE_SNAPSHOT_TOO_OLD,
+                    "parallel worker could not attach to its leader's OLAP snapshot",
+                    "Retry the statement.",
+                ),
             };
         }
         let mode = XACT.with(|x| x.borrow().mode);
