@@ -113,6 +113,27 @@ RESET min_parallel_table_scan_size;
 SELECT count(*) > 0 AS sampled FROM olap_s TABLESAMPLE SYSTEM (50) REPEATABLE (1);
 SELECT id FROM olap_s WHERE ctid = '(0,2)';
 
+-- structured EXPLAIN formats carry the snapshot as properties of the query (valid documents)
+CREATE FUNCTION olap_explain_fmt(fmt text, q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text := ''; l text;
+BEGIN
+  FOR l IN EXECUTE format('EXPLAIN (COSTS OFF, FORMAT %s) %s', fmt, q) LOOP r := r || l; END LOOP;
+  RETURN r;
+END $$;
+SELECT (j->0->>'Scoot Snapshot Id')::bigint > 0 AS json_id,
+       j->0->>'Scoot Snapshot Method' IN ('uffd', 'software', 'copy') AS json_method,
+       (j->0->>'Scoot Snapshot Age')::float8 >= 0 AS json_age,
+       j->0->'Plan'->>'Node Type' AS json_plan_intact
+FROM (SELECT olap_explain_fmt('JSON', 'SELECT count(*) FROM olap_s')::json AS j) s;
+SELECT xpath_exists('/x:explain/x:Query/x:Scoot-Snapshot-Id',
+                    olap_explain_fmt('XML', 'SELECT count(*) FROM olap_s')::xml,
+                    ARRAY[ARRAY['x', 'http://www.postgresql.org/2009/explain']]) AS xml_ok;
+SELECT olap_explain_fmt('YAML', 'SELECT count(*) FROM olap_s') ~ E'\n  Scoot Snapshot Id: \\d+\n  Scoot Snapshot Method: "(uffd|software|copy)"' AS yaml_ok;
+SET scoot.olap = off;
+SELECT olap_explain_fmt('JSON', 'SELECT count(*) FROM olap_s')::json->0->'Scoot Snapshot Id' IS NULL AS live_has_none;
+SET scoot.olap = on;
+DROP FUNCTION olap_explain_fmt(text, text);
+
 -- the views
 SELECT count(*) >= 1 AS has_snapshots,
        bool_and(method IN ('uffd', 'software', 'copy')) AS method_ok,

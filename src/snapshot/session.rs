@@ -578,8 +578,8 @@ pub unsafe extern "C-unwind" fn scoot_explain_before() {
     LAST_EXPLAINED.with(|l| *l.borrow_mut() = None);
 }
 
-/// After ExplainOnePlan: annotate each scan of a scoot table with the snapshot it reads
-/// (text format).
+/// After ExplainOnePlan: say which snapshot the statement reads — under each scan of a scoot
+/// table in TEXT format, as properties of the query in JSON, XML and YAML.
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn scoot_explain_after(es: *mut pg_sys::ExplainState, start_len: i32) {
@@ -587,34 +587,75 @@ pub unsafe extern "C-unwind" fn scoot_explain_after(es: *mut pg_sys::ExplainStat
         let Some((id, method, age, tables)) = LAST_EXPLAINED.with(|l| l.borrow_mut().take()) else {
             return;
         };
-        if (*es).format != pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT {
-            return;
-        }
         let start_len = start_len as usize;
         let s = &mut *(*es).str_;
         let bytes = std::slice::from_raw_parts(s.data as *const u8, s.len as usize);
         let text = String::from_utf8_lossy(&bytes[start_len..]).into_owned();
-        let note = format!(
-            "Scoot Snapshot: {id} ({}, age {:.1} ms)",
-            registry::method_name(method),
-            age
-        );
-        let mut out = String::with_capacity(text.len() + 256);
-        for line in text.split_inclusive('\n') {
-            out.push_str(line);
-            if is_scoot_scan_line(line, &tables) {
-                let body = line.trim_start();
-                let col = line.len() - body.len() + if body.starts_with("->") { 4 } else { 0 };
-                out.push_str(&" ".repeat(col + 2));
-                out.push_str(&note);
-                out.push('\n');
-            }
-        }
+        let method = registry::method_name(method);
+        let out = match (*es).format {
+            pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT => annotate_text(&text, &tables, id, method, age),
+            pg_sys::ExplainFormat::EXPLAIN_FORMAT_JSON => annotate_json(&text, id, method, age),
+            pg_sys::ExplainFormat::EXPLAIN_FORMAT_XML => annotate_xml(&text, id, method, age),
+            _ => annotate_yaml(&text, id, method, age),
+        };
+        let Some(out) = out else { return };
         s.len = start_len as i32;
         *s.data.add(start_len) = 0;
         let c = std::ffi::CString::new(out).unwrap_or_default();
         pg_sys::appendStringInfoString(s, c.as_ptr());
     }
+}
+
+/// TEXT: a `Scoot Snapshot: <id> (<method>, age <n> ms)` line under every scan of a scoot table.
+fn annotate_text(text: &str, tables: &[String], id: u64, method: &str, age: f64) -> Option<String> {
+    let note = format!("Scoot Snapshot: {id} ({method}, age {age:.1} ms)");
+    let mut out = String::with_capacity(text.len() + 256);
+    for line in text.split_inclusive('\n') {
+        out.push_str(line);
+        if is_scoot_scan_line(line, tables) {
+            let body = line.trim_start();
+            let col = line.len() - body.len() + if body.starts_with("->") { 4 } else { 0 };
+            out.push_str(&" ".repeat(col + 2));
+            out.push_str(&note);
+            out.push('\n');
+        }
+    }
+    Some(out)
+}
+
+/// JSON: `"Scoot Snapshot Id"`, `"Scoot Snapshot Method"`, `"Scoot Snapshot Age"` (ms) as the
+/// last properties of the query object (PostgreSQL 15 has no per-node hook for the structured
+/// formats; a statement reads one snapshot, so the query level says it for all its scans).
+fn annotate_json(text: &str, id: u64, method: &str, age: f64) -> Option<String> {
+    let close = text.rfind('}')?;
+    let nl = text[..close].rfind('\n')?;
+    let ind = " ".repeat(close - nl - 1 + 2);
+    let add = format!(
+        ",\n{ind}\"Scoot Snapshot Id\": {id},\n{ind}\"Scoot Snapshot Method\": \"{method}\",\n{ind}\"Scoot Snapshot Age\": {age:.3}"
+    );
+    Some(format!("{}{}{}", &text[..nl], add, &text[nl..]))
+}
+
+/// XML: `<Scoot-Snapshot-Id>` etc. as the last elements of `<Query>`.
+fn annotate_xml(text: &str, id: u64, method: &str, age: f64) -> Option<String> {
+    let close = text.rfind("</Query>")?;
+    let nl = text[..close].rfind('\n')?;
+    let ind = " ".repeat(close - nl - 1 + 2);
+    let add = format!(
+        "\n{ind}<Scoot-Snapshot-Id>{id}</Scoot-Snapshot-Id>\n{ind}<Scoot-Snapshot-Method>{method}</Scoot-Snapshot-Method>\n{ind}<Scoot-Snapshot-Age>{age:.3}</Scoot-Snapshot-Age>"
+    );
+    Some(format!("{}{}{}", &text[..nl], add, &text[nl..]))
+}
+
+/// YAML: `Scoot Snapshot Id:` etc. as the last keys of the query's list item.
+fn annotate_yaml(text: &str, id: u64, method: &str, age: f64) -> Option<String> {
+    let item = text.lines().find(|l| l.trim_start().starts_with("- "))?;
+    let ind = " ".repeat(item.len() - item.trim_start().len() + 2);
+    let add = format!(
+        "\n{ind}Scoot Snapshot Id: {id}\n{ind}Scoot Snapshot Method: \"{method}\"\n{ind}Scoot Snapshot Age: {age:.3}"
+    );
+    let body = text.trim_end_matches('\n');
+    Some(format!("{}{}{}", body, add, &text[body.len()..]))
 }
 
 fn is_scoot_scan_line(line: &str, tables: &[String]) -> bool {
@@ -641,5 +682,18 @@ mod tests {
         assert!(!super::is_scoot_scan_line("   ->  Seq Scan on u  (cost=..)\n", &t));
         assert!(!super::is_scoot_scan_line("   Filter: (a on t)\n", &t));
         assert!(super::is_scoot_scan_line("   ->  Seq Scan on t\n", &t));
+    }
+
+    #[test]
+    fn structured_formats() {
+        let j = "[\n  {\n    \"Plan\": {\n      \"Node Type\": \"Seq Scan\"\n    },\n    \"Planning Time\": 0.1\n  }";
+        let out = super::annotate_json(j, 7, "uffd", 1.5).unwrap();
+        assert!(out.ends_with("\"Planning Time\": 0.1,\n    \"Scoot Snapshot Id\": 7,\n    \"Scoot Snapshot Method\": \"uffd\",\n    \"Scoot Snapshot Age\": 1.500\n  }"), "{out}");
+        let x = "<explain xmlns=\"x\">\n  <Query>\n    <Plan>\n    </Plan>\n  </Query>";
+        let out = super::annotate_xml(x, 7, "software", 2.0).unwrap();
+        assert!(out.ends_with("    </Plan>\n    <Scoot-Snapshot-Id>7</Scoot-Snapshot-Id>\n    <Scoot-Snapshot-Method>software</Scoot-Snapshot-Method>\n    <Scoot-Snapshot-Age>2.000</Scoot-Snapshot-Age>\n  </Query>"), "{out}");
+        let y = "- Plan: \n    Node Type: \"Seq Scan\"\n  Planning Time: 0.1";
+        let out = super::annotate_yaml(y, 7, "copy", 3.0).unwrap();
+        assert!(out.ends_with("  Planning Time: 0.1\n  Scoot Snapshot Id: 7\n  Scoot Snapshot Method: \"copy\"\n  Scoot Snapshot Age: 3.000"), "{out}");
     }
 }
