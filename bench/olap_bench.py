@@ -37,7 +37,7 @@ RES = os.path.join(REPO, "bench", "results")
 TMP = os.path.join(RES, "tmp", "olap")
 BIN = os.environ.get("SCOOT_BINDIR", "/usr/lib/postgresql/15/bin")
 QUICK = os.environ.get("OLAP_BENCH_QUICK") == "1"
-PARTS = os.environ.get("OLAP_BENCH_PARTS", "creation scan htap timeline").split()
+PARTS = os.environ.get("OLAP_BENCH_PARTS", "creation scan htap control timeline").split()
 SECS = int(os.environ.get("OLAP_BENCH_SECONDS", "10" if QUICK else "30"))
 METHODS = ["uffd", "software", "copy"]
 
@@ -311,9 +311,13 @@ def scan_part(results):
                     img.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     for name, q in SCAN_QUERIES:
                         timed(live, q, 1)
-                        timed(img, q, 1)   # warm-up (the first image read materialises blocks)
-                        lv = timed(live, q, reps)
-                        im = timed(img, q, reps)
+                        timed(img, q, 1)   # warm-up
+                        # interleaved, so that the host's drift hits both alike
+                        lvs, ims = [], []
+                        for _ in range(reps):
+                            lvs.append(timed(live, q, 1))
+                            ims.append(timed(img, q, 1))
+                        lv, im = statistics.median(lvs), statistics.median(ims)
                         row = dict(method=method, state=state, query=name, live_ms=lv, image_ms=im,
                                    ratio=im / lv)
                         rows.append(row)
@@ -322,6 +326,34 @@ def scan_part(results):
         finally:
             cl.stop()
     results["scan"] = dict(rows=rows, reps=reps, queries=SCAN_QUERIES)
+
+
+# ------------------------------------------------------------------ control
+
+
+def control_part(results):
+    """How much does *any* CPU use on the other core cost TPC-B on this machine? heap alone, then
+    with a busy loop at the lowest priority the kernel has (SCHED_IDLE) that touches no memory."""
+    cl = Cluster("control", 55680, 1024)
+    rows = []
+    try:
+        o = cl.pgbench("postgres", ["-i", "-s", "10", "-q"])
+        if o.returncode != 0:
+            raise RuntimeError(o.stderr)
+        cl.sql("VACUUM ANALYZE")
+        for burn in (False, True, False):
+            p = subprocess.Popen(["chrt", "-i", "0", "sh", "-c", "while :; do :; done"]) if burn else None
+            try:
+                out = cl.pgbench("postgres", ["-n", "-c", "4", "-j", "2", "-T", str(SECS), "-M", "prepared"])
+            finally:
+                if p:
+                    p.kill()
+                    p.wait()
+            rows.append(dict(burner=burn, tps=tps_of(out.stdout)))
+            log("control", rows[-1])
+    finally:
+        cl.stop()
+    results["control"] = rows
 
 
 # ------------------------------------------------------------------ timeline
@@ -479,7 +511,9 @@ def fmt(x, d=2):
 def write_md(results):
     L = ["# OLAP snapshots: benchmark results", "",
          f"`bash scripts/olap_bench.sh` ({'OLAP_BENCH_QUICK=1, ' if QUICK else ''}machine: {results['machine']}, "
-         f"git {results['git']}). Every number comes from one run of this script.", ""]
+         f"git {results['git']}). Each part's numbers come from one run of that part"
+         + ("; parts and the commit they ran at: " + ", ".join(f"{k} {v}" for k, v in results.get("part_git", {}).items())
+            if results.get("part_git") else "") + ".", ""]
     c = results.get("creation")
     if c:
         L += ["## 1. Snapshot creation time", "",
@@ -541,6 +575,15 @@ def write_md(results):
         for r in h["rows"]:
             L.append(f"| {r['engine']} | {r['streams']} | {fmt(r['tps'], 0)} | {r['kept'] * 100:.0f}% | {fmt(r['analytic_ms'], 1)} | {r['analytic_queries']} |")
         L.append("")
+    ct = results.get("control")
+    if ct:
+        L += ["### Control: what any CPU use on the second core costs here", "",
+              "heap TPC-B (scale 10, 4 clients), alone / with a `SCHED_IDLE` busy loop (`chrt -i 0 sh -c 'while :; do :; done'`: "
+              "lowest priority, touches no memory) / alone again. The busy loop takes no lock and reads no table, yet:", "",
+              "| run | TPS | vs first run |", "|---|---|---|"]
+        for i, r in enumerate(ct):
+            L.append(f"| {'with SCHED_IDLE busy loop' if r['burner'] else 'alone'} | {fmt(r['tps'], 0)} | {r['tps'] / ct[0]['tps'] * 100:.0f}% |")
+        L.append("")
     t = results.get("timeline")
     if t:
         L += ["## 4. Latency timeline across snapshots (uffd)", "",
@@ -568,11 +611,14 @@ def main():
     if os.path.exists(path):
         try:
             old = json.load(open(path))
-            for k in ("creation", "scan", "htap", "firstwrite", "timeline"):
+            for k in ("creation", "scan", "htap", "firstwrite", "control", "timeline", "part_git"):
                 if k in old and k not in results:
                     results[k] = old[k]   # parts not re-run keep their last numbers
         except Exception:
             pass
+    results.setdefault("part_git", {})
+    for part in PARTS:
+        results["part_git"][part] = git
     if "creation" in PARTS:
         creation_part(results)
         plot_creation(results["creation"])
@@ -580,6 +626,8 @@ def main():
         scan_part(results)
     if "htap" in PARTS:
         htap_part(results)
+    if "control" in PARTS:
+        control_part(results)
     if "timeline" in PARTS:
         timeline_part(results)
     with open(path, "w") as f:
