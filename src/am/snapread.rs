@@ -7,12 +7,14 @@
 use super::index::hot_next;
 use crate::snapshot::image::{BlockBuf, BlockCache, Image, TableImage};
 use crate::snapshot::session;
+use crate::storage::arena::{self, LwGuard};
 use crate::storage::block::{BlockRef, RowHdr, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
 use crate::storage::decode_tid_parts;
 use crate::storage::tabledir::TableRef;
 use crate::txn::mvcc;
 use pgrx::pg_sys;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 
 /// What a scan of one table in one image needs.
 pub struct ImgScan {
@@ -22,12 +24,17 @@ pub struct ImgScan {
     pub buf: BlockBuf,
     /// blocks visited by chain walks (bitmap and index fetches): an index range alternates
     /// between a row's original block and the blocks its newer versions moved to, so the cache
-    /// holds up to [`FETCH_CACHE_BLOCKS`] (grown on demand; 4 MB with 64 kB blocks)
+    /// holds several (grown on demand, at most [`FETCH_CACHE_BYTES`] and 4..=64 blocks)
     pub cache: BlockCache,
 }
 
-/// Capacity of an image scan's fetch cache, in blocks.
-pub const FETCH_CACHE_BLOCKS: usize = 64;
+/// Memory an image scan's fetch cache may grow to.
+pub const FETCH_CACHE_BYTES: usize = 16 << 20;
+
+/// Capacity of an image scan's fetch cache, in blocks (16 with 1 MB blocks, 64 with 64 kB).
+fn fetch_cache_blocks() -> usize {
+    (FETCH_CACHE_BYTES / crate::storage::arena::block_size()).clamp(4, 64)
+}
 
 impl ImgScan {
     pub fn new(image: Rc<Image>, table: Rc<TableImage>) -> ImgScan {
@@ -35,7 +42,7 @@ impl ImgScan {
             image,
             table,
             buf: BlockBuf::new(),
-            cache: BlockCache::new(FETCH_CACHE_BLOCKS),
+            cache: BlockCache::new(fetch_cache_blocks()),
         }
     }
 
@@ -43,6 +50,31 @@ impl ImgScan {
     pub fn cached(&mut self, lb: u32) -> Option<(BlockRef, u32)> {
         let b = *self.table.block(lb)?;
         Some((self.cache.get(&self.image, b.ab), b.hwm))
+    }
+
+    /// The image of block `lb` for a single fetch: a cached copy if there is one; else, if no
+    /// page of the block was saved since the snapshot, the *live* block under its shared lock
+    /// (held by the returned guard; writers save pages under the exclusive lock before they
+    /// change anything, so an unsaved block is exactly what the snapshot saw — no 64 kB–1 MB
+    /// copy for a row or two); else a copy made into the cache. Callers that got a live block
+    /// call [`Image::check_alive`] when done (an abandoned snapshot's blocks may be reused).
+    pub fn hop(&mut self, lb: u32) -> Option<(BlockRef, u32, Option<LwGuard>)> {
+        let b = *self.table.block(lb)?;
+        if let Some(blk) = self.cache.peek(b.ab) {
+            return Some((blk, b.hwm, None));
+        }
+        let d = arena::block_desc(b.ab);
+        let epoch = self.image.epoch;
+        if d.saved_tag.load(Ordering::Acquire) < epoch {
+            let g = d.share();
+            if d.saved_tag.load(Ordering::Acquire) < epoch {
+                let blk = BlockRef {
+                    base: arena::block_ptr(b.ab),
+                };
+                return Some((blk, b.hwm, Some(g)));
+            }
+        }
+        Some((self.cache.get(&self.image, b.ab), b.hwm, None))
     }
 
     /// Is row `h` of block `lb` visible to the image?
@@ -88,12 +120,13 @@ pub fn walk_chain(
     rs: u32,
     mut f: impl FnMut(u32, BlockRef, u32, &RowHdr) -> bool,
 ) -> Option<(u32, u32)> {
-    let (root, hwm) = s.cached(rb)?;
+    let (root, hwm, g) = s.hop(rb)?;
+    let mut live = g.is_some();
     if rs >= hwm {
         return None;
     }
     let rh = root.row(rs);
-    let (mut cb, mut cs, mut prior): (u32, u32, Option<u32>) = match rh.state() {
+    let (cb, cs, prior): (u32, u32, Option<u32>) = match rh.state() {
         ST_REDIRECT => {
             let (p, o) = rh.next()?;
             let (b, s) = decode_tid_parts(p, o)?;
@@ -102,9 +135,28 @@ pub fn walk_chain(
         ST_NORMAL if !rh.has_flag(F_HEAP_ONLY) => (rb, rs, None),
         _ => return None,
     };
+    drop(g);
+    let r = walk_members(s, rb, rs, cb, cs, prior, &mut live, &mut f);
+    if live {
+        s.image.check_alive();
+    }
+    r
+}
+
+fn walk_members(
+    s: &mut ImgScan,
+    rb: u32,
+    rs: u32,
+    mut cb: u32,
+    mut cs: u32,
+    mut prior: Option<u32>,
+    live: &mut bool,
+    f: &mut impl FnMut(u32, BlockRef, u32, &RowHdr) -> bool,
+) -> Option<(u32, u32)> {
     let mut first = true;
     for _ in 0..1_000_000 {
-        let (blk, hwm) = s.cached(cb)?;
+        let (blk, hwm, _g) = s.hop(cb)?;
+        *live |= _g.is_some();
         if cs >= hwm {
             return None;
         }
@@ -150,7 +202,7 @@ pub unsafe fn fetch(
     sl: u32,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    let Some((blk, hwm)) = s.cached(lb) else { return false };
+    let Some((blk, hwm, g)) = s.hop(lb) else { return false };
     if sl >= hwm {
         return false;
     }
@@ -159,5 +211,9 @@ pub unsafe fn fetch(
         return false;
     }
     unsafe { super::store_row(rel, blk, lb, sl, slot) };
+    if g.is_some() {
+        drop(g);
+        s.image.check_alive();
+    }
     true
 }

@@ -295,6 +295,13 @@ impl BlockCache {
             cap,
         }
     }
+    /// The cached copy of arena block `ab`, if there is one.
+    pub fn peek(&mut self, ab: u32) -> Option<BlockRef> {
+        let i = self.bufs.iter().position(|b| b.ab == ab)?;
+        self.tick += 1;
+        self.clock[i] = self.tick;
+        Some(self.bufs[i].blk())
+    }
     /// The block ref of arena block `ab` as `img` saw it.
     pub fn get(&mut self, img: &Image, ab: u32) -> BlockRef {
         self.tick += 1;
