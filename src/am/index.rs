@@ -268,6 +268,8 @@ struct IndexFetch {
     vistest: *mut pg_sys::GlobalVisState,
     /// fetches through an OLAP snapshot image (per image, dropped with the memory context)
     img: *mut super::scan::Holder<Option<super::snapread::ImgScan>>,
+    /// the snapshot `img` was set up for: later fetches with it skip the image lookup
+    img_snap: pg_sys::Snapshot,
 }
 
 #[pg_guard]
@@ -282,6 +284,7 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         (*f).last = None;
         (*f).vistest = std::ptr::null_mut();
         (*f).img = super::scan::new_holder(None);
+        (*f).img_snap = std::ptr::null_mut();
         f as *mut pg_sys::IndexFetchTableData
     })
 }
@@ -322,9 +325,15 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
         if !all_dead.is_null() {
             *all_dead = false;
         }
-        if let Some(img) = crate::snapshot::session::image_for(snapshot) {
-            return fetch_image(f, rel, t, img, tid, slot, call_again);
+        if !snapshot.is_null() && snapshot == f.img_snap && (*(*f.img).st).is_some() {
+            return fetch_image_ready(f, rel, tid, slot, call_again);
         }
+        if let Some(img) = crate::snapshot::session::image_for(snapshot) {
+            let r = fetch_image(f, rel, t, img, tid, slot, call_again);
+            f.img_snap = snapshot;
+            return r;
+        }
+        f.img_snap = std::ptr::null_mut();
         super::snapread::live_read(snapshot);
         let (rb, rs) = if continuing && f.last.is_some() {
             f.root
@@ -432,7 +441,21 @@ unsafe fn fetch_image(
                 *st = Some(super::snapread::ImgScan::new(img.clone(), ti));
             }
         }
-        let s = st.as_mut().unwrap();
+        fetch_image_ready(f, rel, tid, slot, call_again)
+    }
+}
+
+/// [`fetch_image`] once the fetch's image scan is set up.
+unsafe fn fetch_image_ready(
+    f: &mut IndexFetch,
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+    call_again: *mut bool,
+) -> bool {
+    unsafe {
+        *call_again = false;
+        let s = (*(*f.img).st).as_mut().unwrap();
         let Some((rb, rs)) = super::decode_tid(tid) else {
             ffi::exec_clear_tuple(slot);
             return false;

@@ -38,14 +38,18 @@ pub struct ImgBlock {
 /// A table as the image has it: its blocks in local (TID) order.
 pub struct TableImage {
     pub blocks: Vec<ImgBlock>,
-    /// local block number -> index in `blocks`
-    by_local: HashMap<u32, usize>,
+    /// local block number -> index in `blocks` (u32::MAX: none), dense: index fetches look
+    /// a block up per row
+    by_local: Vec<u32>,
     pub nlocal: u32,
 }
 
 impl TableImage {
     pub fn block(&self, local: u32) -> Option<&ImgBlock> {
-        self.by_local.get(&local).map(|&i| &self.blocks[i])
+        match self.by_local.get(local as usize) {
+            Some(&i) if i != u32::MAX => Some(&self.blocks[i as usize]),
+            _ => None,
+        }
     }
 }
 
@@ -182,8 +186,11 @@ impl Image {
             }
         }
         blocks.sort_by_key(|b| b.local);
-        let by_local = blocks.iter().enumerate().map(|(i, b)| (b.local, i)).collect();
         let nlocal = blocks.last().map(|b| b.local + 1).unwrap_or(0);
+        let mut by_local = vec![u32::MAX; nlocal as usize];
+        for (i, b) in blocks.iter().enumerate() {
+            by_local[b.local as usize] = i as u32;
+        }
         let ti = Rc::new(TableImage {
             blocks,
             by_local,
