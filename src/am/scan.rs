@@ -236,14 +236,7 @@ unsafe fn seek(
         let snap = (*scan).rs_snapshot;
         let st = state(scan);
         let n = st.blocks.len();
-        let (mut bi, mut s): (isize, i64) = match (st.pos, forward) {
-            (Pos::Start, true) => (0, 0),
-            (Pos::At(b, s), true) => (b as isize, s as i64 + 1),
-            (Pos::End, true) => return false,
-            (Pos::Start, false) => return false,
-            (Pos::At(b, s), false) => (b as isize, s as i64 - 1),
-            (Pos::End, false) => (n as isize - 1, i64::MAX),
-        };
+        let Some((mut bi, mut s)) = start_at(st.pos, forward, n) else { return false };
         while bi >= 0 && (bi as usize) < n {
             let b = st.blocks[bi as usize];
             let entering = (forward && s == 0) || (!forward && s == i64::MAX);
@@ -288,6 +281,18 @@ unsafe fn seek(
     }
 }
 
+/// Where a scan in direction `forward` continues from `pos` over `n` blocks: (block index,
+/// slot; `i64::MAX` = the block's last slot), or None when it is at its end already.
+fn start_at(pos: Pos, forward: bool, n: usize) -> Option<(isize, i64)> {
+    Some(match (pos, forward) {
+        (Pos::Start, true) => (0, 0),
+        (Pos::At(b, s), true) => (b as isize, s as i64 + 1),
+        (Pos::End, true) | (Pos::Start, false) => return None,
+        (Pos::At(b, s), false) => (b as isize, s as i64 - 1),
+        (Pos::End, false) => (n as isize - 1, i64::MAX),
+    })
+}
+
 /// [`seek`] on an OLAP snapshot image: blocks are materialized copies, no lock is taken.
 unsafe fn seek_image(
     scan: pg_sys::TableScanDesc,
@@ -298,14 +303,7 @@ unsafe fn seek_image(
         let rel = (*scan).rs_rd;
         let st = state(scan);
         let n = st.blocks.len();
-        let (mut bi, mut s): (isize, i64) = match (st.pos, forward) {
-            (Pos::Start, true) => (0, 0),
-            (Pos::At(b, s), true) => (b as isize, s as i64 + 1),
-            (Pos::End, true) => return false,
-            (Pos::Start, false) => return false,
-            (Pos::At(b, s), false) => (b as isize, s as i64 - 1),
-            (Pos::End, false) => (n as isize - 1, i64::MAX),
-        };
+        let Some((mut bi, mut s)) = start_at(st.pos, forward, n) else { return false };
         while bi >= 0 && (bi as usize) < n {
             let lb = st.blocks[bi as usize];
             let im = st.img.as_mut().unwrap();

@@ -625,15 +625,7 @@ fn preserve_page_by(p: u32, writer: bool) {
     };
     let live = c.live_epoch.load(Ordering::Acquire);
     if let Some(f) = f {
-        unsafe {
-            std::ptr::copy_nonoverlapping(arena::base().add(p as usize * PAGE), frame_ptr(f), PAGE)
-        };
-        let fr = frame(f);
-        fr.tag.store(live, Ordering::Relaxed);
-        fr.page.store(p, Ordering::Relaxed);
-        fr.next.store(page_head(p).load(Ordering::Relaxed), Ordering::Relaxed);
-        page_head(p).store(f, Ordering::Release);
-        mark_saved(p, live);
+        push_version(p, f, live);
         c.saves.fetch_add(1, Ordering::Relaxed);
         let ns = t0.elapsed().as_nanos() as u64;
         c.save_ns.fetch_add(ns, Ordering::Relaxed);
@@ -698,6 +690,36 @@ fn before_write_slow(ptr: *const u8, len: usize, live: u32) {
     }
 }
 
+/// The oldest saved version of page `p` tagged `>= epoch` (what snapshot `epoch` reads), or
+/// `NONE`. The caller holds the page lock.
+fn version_for(p: u32, epoch: u32) -> u32 {
+    let mut cur = page_head(p).load(Ordering::Relaxed);
+    let mut best = NONE;
+    while cur != NONE {
+        let fr = frame(cur);
+        if fr.tag.load(Ordering::Relaxed) < epoch {
+            break;
+        }
+        best = cur;
+        cur = fr.next.load(Ordering::Relaxed);
+    }
+    best
+}
+
+/// Copies live page `p` into frame `f` and pushes it on the page's version chain as version
+/// `tag`; records the save in the page's block. The caller holds the page lock.
+fn push_version(p: u32, f: u32, tag: u32) {
+    unsafe {
+        std::ptr::copy_nonoverlapping(arena::base().add(p as usize * PAGE), frame_ptr(f), PAGE)
+    };
+    let fr = frame(f);
+    fr.tag.store(tag, Ordering::Relaxed);
+    fr.page.store(p, Ordering::Relaxed);
+    fr.next.store(page_head(p).load(Ordering::Relaxed), Ordering::Relaxed);
+    page_head(p).store(f, Ordering::Release);
+    mark_saved(p, tag);
+}
+
 /// Copies page `p` as snapshot `epoch` sees it into `dst`: the oldest saved version tagged
 /// `>= epoch`, or the live page. The live copy is taken first and replaced if a version was saved
 /// meanwhile (a writer saves before it writes).
@@ -710,17 +732,7 @@ pub fn read_page(p: u32, epoch: u32, dst: *mut u8) {
         return;
     }
     let tag = lock_page(p);
-    let mut cur = page_head(p).load(Ordering::Relaxed);
-    let mut best = NONE;
-    while cur != NONE {
-        let fr = frame(cur);
-        if fr.tag.load(Ordering::Relaxed) >= epoch {
-            best = cur;
-        } else {
-            break;
-        }
-        cur = fr.next.load(Ordering::Relaxed);
-    }
+    let best = version_for(p, epoch);
     if best != NONE {
         unsafe { std::ptr::copy_nonoverlapping(frame_ptr(best), dst, PAGE) };
     }
@@ -736,15 +748,7 @@ pub fn copy_pages(first: u32, last: u32, epoch: u32) -> bool {
             unlock_page(p, tag);
             return false;
         };
-        unsafe {
-            std::ptr::copy_nonoverlapping(arena::base().add(p as usize * PAGE), frame_ptr(f), PAGE)
-        };
-        let fr = frame(f);
-        fr.tag.store(epoch, Ordering::Relaxed);
-        fr.page.store(p, Ordering::Relaxed);
-        fr.next.store(page_head(p).load(Ordering::Relaxed), Ordering::Relaxed);
-        page_head(p).store(f, Ordering::Release);
-        mark_saved(p, epoch);
+        push_version(p, f, epoch);
         unlock_page(p, epoch.max(tag));
     }
     true
@@ -768,17 +772,7 @@ pub fn pages_for_epoch(epoch: u32) -> u64 {
             continue;
         }
         let tag = lock_page(p);
-        let mut cur = page_head(p).load(Ordering::Relaxed);
-        let mut found = false;
-        while cur != NONE {
-            let fr = frame(cur);
-            if fr.tag.load(Ordering::Relaxed) >= epoch {
-                found = true;
-            } else {
-                break;
-            }
-            cur = fr.next.load(Ordering::Relaxed);
-        }
+        let found = version_for(p, epoch) != NONE;
         unlock_page(p, tag);
         n += found as u64;
     }
