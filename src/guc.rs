@@ -26,6 +26,11 @@ pub static SNAPSHOT_METHOD: GucSetting<Option<std::ffi::CString>> =
 /// privileges, so it lasts for the rest of the connection.
 pub static OLAP_NICE: GucSetting<i32> = GucSetting::<i32>::new(0);
 
+/// `scoot.uffd_writer_resolves`: with the `uffd` method, a backend resolves the kernel's trap of
+/// its own announced writes (saves the pre-image, lifts its own protection) instead of waiting
+/// for the OLAP worker's fault handler.
+pub static UFFD_WRITER_RESOLVES: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 /// `scoot.opportunistic_prune`: prune version chains during scans and index fetches (debugging aid).
 pub static OPPORTUNISTIC_PRUNE: GucSetting<bool> = GucSetting::<bool>::new(true);
 
@@ -46,6 +51,14 @@ pub fn define() {
         0,
         19,
         GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.uffd_writer_resolves",
+        c"With snapshot_method uffd, a backend resolves the write-protection fault of its own announced writes.",
+        c"It saves the page's pre-image and lifts its own protection of the page (one ioctl) instead of a round trip to the OLAP worker's fault handler; writes not announced still trap into the worker. Off: every first write traps into the worker (for comparison).",
+        &UFFD_WRITER_RESOLVES,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# OLAP snapshots under a full pgbench load, for each snapshot method (uffd, software, copy), each
-# on its own cluster:
+# OLAP snapshots under a full pgbench load, for each snapshot method (uffd, software, copy, and
+# uffd with every first write resolved by the worker's fault handler: scoot.uffd_writer_resolves =
+# off), each on its own cluster:
 #  - >= 300 single-statement snapshot queries (scoot.olap = on) read sum(abalance), sum(tbalance)
 #    and sum(bbalance) while 4 pgbench clients run TPC-B on scoot tables: the three sums must be
 #    equal every time (a snapshot is transaction-consistent) and no query may fall back to live
@@ -14,9 +15,12 @@ set -uo pipefail
 . "$(dirname "$0")/helpers/olap_lib.sh"
 N=${OLAP_QUERIES:-300}
 port=55510
-for method in uffd software copy; do
-  echo "--- method $method"
-  start_cluster "$method" $port "scoot.snapshot_method = '$method'" "scoot.snapshot_memory = 512"
+for variant in uffd uffd_handler software copy; do
+  method=${variant%_handler}
+  resolves=on; [ "$variant" = uffd_handler ] && resolves=off
+  echo "--- method $method (scoot.uffd_writer_resolves = $resolves)"
+  start_cluster "$variant" $port "scoot.snapshot_method = '$method'" "scoot.snapshot_memory = 512" \
+    "scoot.uffd_writer_resolves = $resolves"
   port=$((port + 1))
   pgbench_init 10
   m=$(stat method)
@@ -28,7 +32,7 @@ for method in uffd software copy; do
     r=0
     while [ ! -f "$WORK/stop" ]; do
       r=$((r + 1))
-      "$BIN/pgbench" -n -c 4 -j 2 -T 5 >"$WORK/pgb_${method}_$r.log" 2>&1 || echo "pgbench round $r exited $?" >>"$WORK/pgb_errors"
+      "$BIN/pgbench" -n -c 4 -j 2 -T 5 >"$WORK/pgb_${variant}_$r.log" 2>&1 || echo "pgbench round $r exited $?" >>"$WORK/pgb_errors"
     done
   ) &
   loader=$!
@@ -69,21 +73,33 @@ for method in uffd software copy; do
   taken=$(( $(stat snapshots_taken) - taken0 ))
   echo "    $N snapshot queries in ${secs}s: $bad inconsistent, $errs errors/warnings; read-your-writes misses: $ryw_bad; snapshots taken meanwhile: $taken"
   echo "    $(q -F ' ' -c "SELECT 'gate_ms_avg=' || round(gate_ms_avg::numeric, 3), 'gate_ms_max=' || round(gate_ms_max::numeric, 3), 'create_ms_avg=' || round(create_ms_avg::numeric, 3), 'pages_saved=' || pages_saved, 'write_faults=' || write_faults, 'abandoned=' || snapshots_abandoned FROM scoot.snapshot_stats")"
-  tps=$(cat "$WORK"/pgb_"${method}"_*.log | sed -nE 's/^tps = ([0-9.]+) .*/\1/p' | head -20 | tr '\n' ' ')
+  if [ "$method" = uffd ]; then
+    # who resolved the first writes under kernel write-protection: the writer itself (its own
+    # descriptor) or the worker's fault handler
+    fw=$(stat first_write_faults) hf=$(stat write_faults)
+    echo "    first writes under kernel write-protection: $fw (median $(stat "round(first_write_fault_us_p50::numeric, 2)") us); resolved by the worker's fault handler: $hf"
+    [ "$fw" -gt 0 ] || soft_fail "$variant: no first write happened under kernel write-protection"
+    if [ "$resolves" = on ]; then
+      [ $((hf * 10)) -lt "$fw" ] || soft_fail "$variant: $hf of $fw first writes went to the fault handler (writers should resolve their own)"
+    else
+      [ $((hf * 2)) -ge "$fw" ] || soft_fail "$variant: only $hf of $fw first writes went to the fault handler"
+    fi
+  fi
+  tps=$(cat "$WORK"/pgb_"${variant}"_*.log | sed -nE 's/^tps = ([0-9.]+) .*/\1/p' | head -20 | tr '\n' ' ')
   echo "    pgbench tps per 5 s round: $tps"
-  [ $bad -eq 0 ] || soft_fail "$method: $bad of $N snapshot queries saw unequal sums"
-  [ $errs -eq 0 ] || soft_fail "$method: $errs snapshot queries failed or warned"
-  [ $ryw_bad -eq 0 ] || soft_fail "$method: $ryw_bad read-your-writes misses"
-  [ $idx_bad -eq 0 ] || soft_fail "$method: $idx_bad index-vs-seq disagreements on one image"
+  [ $bad -eq 0 ] || soft_fail "$variant: $bad of $N snapshot queries saw unequal sums"
+  [ $errs -eq 0 ] || soft_fail "$variant: $errs snapshot queries failed or warned"
+  [ $ryw_bad -eq 0 ] || soft_fail "$variant: $ryw_bad read-your-writes misses"
+  [ $idx_bad -eq 0 ] || soft_fail "$variant: $idx_bad index-vs-seq disagreements on one image"
   echo "    index vs seq scans of one image under load: 30 ranges, $idx_bad disagreements"
-  [ "$taken" -ge 10 ] || soft_fail "$method: only $taken snapshots taken during the run"
-  [ -f "$WORK/pgb_errors" ] && soft_fail "$method: $(cat "$WORK/pgb_errors")" && rm -f "$WORK/pgb_errors"
-  if grep -h "number of failed transactions" "$WORK"/pgb_"${method}"_*.log | grep -qv ": 0 "; then
-    soft_fail "$method: pgbench reported failed transactions"
+  [ "$taken" -ge 10 ] || soft_fail "$variant: only $taken snapshots taken during the run"
+  [ -f "$WORK/pgb_errors" ] && soft_fail "$variant: $(cat "$WORK/pgb_errors")" && rm -f "$WORK/pgb_errors"
+  if grep -h "number of failed transactions" "$WORK"/pgb_"${variant}"_*.log | grep -qv ": 0 "; then
+    soft_fail "$variant: pgbench reported failed transactions"
   fi
   # every pin is gone once the readers are
   wait_for 10 "SELECT coalesce(sum(readers), 0) = 0 FROM scoot.snapshots" ||
-    soft_fail "$method: pins left behind: $(q -c "SELECT string_agg(id || ':' || readers, ' ') FROM scoot.snapshots")"
+    soft_fail "$variant: pins left behind: $(q -c "SELECT string_agg(id || ':' || readers, ' ') FROM scoot.snapshots")"
   stop_cluster
 done
 finish

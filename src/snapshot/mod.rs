@@ -60,6 +60,7 @@ pub unsafe fn install(is_scoot: fn(pg_sys::Relation) -> bool) {
         pg_sys::shmem_startup_hook = Some(shmem_startup);
         session::install_hooks(is_scoot);
         cow::ON_FIRST_SECTION = Some(uffd::register_self);
+        cow::OWN_TRAP = Some(uffd::own_trap);
         worker::register();
     }
 }

@@ -5,8 +5,10 @@
 //! many processes share, so every backend that writes the arena registers *its own* mapping:
 //! on its first write section it opens a userfaultfd (`UFFD_USER_MODE_ONLY`: works without
 //! privileges), registers the arena range in write-protect mode and hands the descriptor to the
-//! OLAP worker over a unix socket (SCM_RIGHTS), keeping no reference itself — if the worker dies,
-//! the kernel releases every fault and the registration with it.
+//! OLAP worker over a unix socket (SCM_RIGHTS). The writer keeps its own reference to the same
+//! descriptor only to lift its *own* protection (below); when the worker exits it lifts every
+//! protection it armed first, and if it is killed the postmaster restarts the cluster (a writer
+//! blocked in a fault wakes for the signal).
 //!
 //! At snapshot time (gate closed) the worker write-protects the *hot* blocks (modified since the
 //! previous snapshot) in every registered writer and records, per writer and per block, that the
@@ -15,6 +17,13 @@
 //! snapshot follows the hot data, not the arena size. A trapped write blocks in the kernel until
 //! the worker's fault-handler thread has saved the page's pre-image (`cow::preserve_page`) and
 //! lifted the protection of that page in every writer, so each page faults once per snapshot.
+//!
+//! Writer-side resolution (`scoot.uffd_writer_resolves`, default on): a write the storage layer
+//! announces (`cow::before_write`, i.e. every tuple write) need not wait for the round trip to
+//! the worker (two cross-CPU wake-ups, tens of microseconds on a VM). The writer saves the
+//! pre-image itself and lifts the protection of that page in its own page table through its own
+//! descriptor (one ioctl); it remembers per page the epoch it did so. The kernel protection stays
+//! the guarantee: any write not announced still traps and the worker resolves it.
 //!
 //! The fault-handler thread never calls into PostgreSQL (no locks, no palloc, no elog): it only
 //! uses atomics in shared memory, the pre-image pool and ioctls.
@@ -199,8 +208,59 @@ pub fn register_self() {
             send_fd(sock, fd, &msg);
         }
         libc::close(sock);
-        // the worker holds the only reference now: if it dies, the registration goes with it
-        libc::close(fd);
+        // keep a reference to lift this process's own protection of a page it is about to write
+        // (the worker lifts everything it armed before it exits)
+        let npages = arena::bytes() / cow::PAGE;
+        let open = libc::mmap(
+            std::ptr::null_mut(),
+            npages * 4,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if open == libc::MAP_FAILED {
+            libc::close(fd);
+            return;
+        }
+        OWN_OPEN = open as *mut u32;
+        OWN_FD = fd;
+    }
+}
+
+/// This process's own descriptor (kept after handing it to the worker), or -1.
+static mut OWN_FD: i32 = -1;
+/// Per arena page: the epoch in which this process lifted its own protection of the page
+/// (private, lazily populated memory).
+static mut OWN_OPEN: *mut u32 = std::ptr::null_mut();
+
+fn own_is_open(p: u32, live: u32) -> bool {
+    unsafe { *OWN_OPEN.add(p as usize) == live }
+}
+
+fn own_lift(p: u32, live: u32) -> bool {
+    unsafe {
+        let addr = arena::base() as usize + p as usize * cow::PAGE;
+        if writeprotect(OWN_FD, addr, cow::PAGE, false).is_err() {
+            return false;
+        }
+        *OWN_OPEN.add(p as usize) = live;
+    }
+    true
+}
+
+static OWN_TRAP: cow::OwnTrap = cow::OwnTrap {
+    is_open: own_is_open,
+    lift: own_lift,
+};
+
+/// `cow::OWN_TRAP`: this process resolves its own announced trapped writes when it kept its
+/// descriptor and `scoot.uffd_writer_resolves` is on.
+pub fn own_trap() -> Option<&'static cow::OwnTrap> {
+    if unsafe { OWN_FD } >= 0 && crate::guc::UFFD_WRITER_RESOLVES.get() {
+        Some(&OWN_TRAP)
+    } else {
+        None
     }
 }
 
@@ -384,12 +444,19 @@ impl Server {
     }
 }
 
-/// Stops the fault handler from the exit path (the descriptors close with the process).
+/// Stops the fault handler from the exit path and lifts every protection in every writer now:
+/// writers keep their own reference to their descriptor, so its registration outlives this
+/// process, and no page may stay write-protected with nobody left to resolve the fault.
 pub fn stop_global() {
     unsafe {
         #[allow(static_mut_refs)]
         if let Some(sh) = GLOBAL.as_ref() {
             sh.stop.store(true, Ordering::Release);
+            let base = arena::base() as usize;
+            let ws = sh.writers.lock().unwrap_or_else(|e| e.into_inner());
+            for w in ws.iter().filter(|w| !w.dead) {
+                let _ = writeprotect(w.fd, base, arena::bytes(), false);
+            }
         }
     }
 }

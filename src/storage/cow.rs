@@ -148,6 +148,19 @@ thread_local! {
 /// Called when this process first touches the arena's snapshot state (and by the `uffd`
 /// registration): hook for the registration of this process's mapping with the OLAP worker.
 pub static mut ON_FIRST_SECTION: Option<fn()> = None;
+
+/// Set by the `uffd` method: how a writer resolves the kernel's trap of its own announced write
+/// (see [`before_write`]) without a round trip to the OLAP worker's fault handler.
+pub struct OwnTrap {
+    /// Has this process already lifted its own write-protection of page `p` for epoch `live`?
+    pub is_open: fn(p: u32, live: u32) -> bool,
+    /// Lifts this process's write-protection of page `p` for epoch `live` (its pre-image is
+    /// saved); false: not possible now (the write then traps into the worker's handler).
+    pub lift: fn(p: u32, live: u32) -> bool,
+}
+
+/// The `uffd` method's [`OwnTrap`], when enabled (`scoot.uffd_writer_resolves`).
+pub static mut OWN_TRAP: Option<fn() -> Option<&'static OwnTrap>> = None;
 static mut FIRST_DONE: bool = false;
 
 /// Bytes of shared memory for an arena of `npages` pages, `nframes` pool frames and `nsections`
@@ -665,19 +678,33 @@ fn before_write_slow(ptr: *const u8, len: usize, live: u32) {
     let first = ((a - base) / PAGE) as u32;
     let last = ((a + len - 1 - base) / PAGE) as u32;
     if kernel_traps(b, live) {
-        // the OLAP worker's fault handler saves the pages. Touch each one not saved yet with an
-        // atomic no-op write, so that the fault happens here, once, and its cost is measured.
-        // A compare-exchange of a value with itself always needs write access (x86 `lock
-        // cmpxchg` writes back even when it fails); an idempotent `fetch_or(0)` would be lowered
-        // to a fenced load and never fault.
+        if let Some(own) = unsafe { OWN_TRAP }.and_then(|f| f()) {
+            // resolve the trap here: save the pre-image (as the fault handler would), then lift
+            // this process's own protection of the page. Other processes' protection stays: their
+            // first write to the page does the same. A write this path did not announce still
+            // traps into the worker's handler.
+            for p in first..=last {
+                let saved = page_tag(p).load(Ordering::Acquire) & !LOCKED >= live;
+                if saved && (own.is_open)(p, live) {
+                    continue;
+                }
+                let t0 = std::time::Instant::now();
+                if !saved {
+                    preserve_page_by(p, false);
+                }
+                if !(own.lift)(p, live) {
+                    touch_page(p);
+                }
+                record(&ctl().hist_fault, t0.elapsed().as_nanos() as u64);
+            }
+            return;
+        }
+        // the OLAP worker's fault handler saves the pages. Touch each one not saved yet, so that
+        // the fault happens here, once, and its cost is measured.
         for p in first..=last {
             if page_tag(p).load(Ordering::Acquire) & !LOCKED < live {
                 let t0 = std::time::Instant::now();
-                unsafe {
-                    let w = &*(arena::base().add(p as usize * PAGE) as *const AtomicU64);
-                    let v = w.load(Ordering::Relaxed);
-                    let _ = w.compare_exchange(v, v, Ordering::Relaxed, Ordering::Relaxed);
-                };
+                touch_page(p);
                 record(&ctl().hist_fault, t0.elapsed().as_nanos() as u64);
             }
         }
@@ -687,6 +714,18 @@ fn before_write_slow(ptr: *const u8, len: usize, live: u32) {
         if page_tag(p).load(Ordering::Acquire) & !LOCKED < live {
             preserve_page_by(p, true);
         }
+    }
+}
+
+/// An atomic no-op write to arena page `p`: traps if the page is write-protected for this
+/// process. A compare-exchange of a value with itself always needs write access (x86 `lock
+/// cmpxchg` writes back even when it fails); an idempotent `fetch_or(0)` would be lowered to a
+/// fenced load and never fault.
+fn touch_page(p: u32) {
+    unsafe {
+        let w = &*(arena::base().add(p as usize * PAGE) as *const AtomicU64);
+        let v = w.load(Ordering::Relaxed);
+        let _ = w.compare_exchange(v, v, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 
