@@ -1,12 +1,20 @@
 //! Scans over the blocks of a scoot table: sequential (forward/backward), parallel (local blocks
 //! handed out by PostgreSQL's block allocator), TID range, bitmap heap scans, TABLESAMPLE and the
-//! ANALYZE sampler. Each row is checked for visibility and copied into the slot under its
-//! block's shared lock; no pointer into the arena survives the lock.
+//! ANALYZE sampler.
+//!
+//! Sequential and parallel scans with an MVCC snapshot (and every scan of an OLAP snapshot image)
+//! work a block at a time, like heap's page mode: on entering a block they decide under its
+//! shared lock which rows they return (once for a block whose rows are all visible, see
+//! `BlockDesc::vis_xid`) and copy the columns the query reads into a `storage::batch::Batch`,
+//! then return the rows in lazily deformed slots without locking again. Other scans (non-MVCC
+//! snapshots, other slot types) check and copy one row at a time under the lock. No pointer into
+//! the arena survives a lock.
 use super::snapread::{self, ImgScan};
 use super::{check_conflict_out, predicate_lock_row};
 use crate::ffi;
 use crate::ffi::guard::boundary;
 use crate::storage::arena;
+use crate::storage::batch::Batch;
 use crate::storage::block::TID_OFFSETS_PER_PAGE;
 use crate::storage::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
 use crate::storage::modify as storage;
@@ -40,6 +48,13 @@ pub struct ScanState {
     sample_started: bool,
     /// the scan reads an OLAP snapshot image (see `snapread`)
     pub img: Option<ImgScan>,
+    /// block-at-a-time mode: the rows of the current block (see the module header)
+    batch: Box<Batch>,
+    /// index in `batch` of the row at `pos` / `pcur`
+    bidx: usize,
+    td: pg_sys::TupleDesc,
+    /// block-at-a-time mode allowed (MVCC snapshot or image, page mode not disabled)
+    pagemode: bool,
 }
 
 /// A palloc'd holder whose memory-context callback drops the Rust state if the scan is never
@@ -160,7 +175,20 @@ pub unsafe extern "C-unwind" fn scan_begin(
             page_end: 0,
             sample_started: false,
             img,
+            batch: Box::default(),
+            bidx: 0,
+            td: (*rel).rd_att,
+            pagemode: false,
         });
+        {
+            let st = state(scan as pg_sys::TableScanDesc);
+            st.pagemode = st.img.is_some()
+                || (!snapshot.is_null()
+                    && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC
+                    && flags & pg_sys::ScanOptions::SO_ALLOW_PAGEMODE != 0);
+            st.batch.extend = Some(extend_batch);
+            st.batch.ctx = st as *mut ScanState as *mut c_void;
+        }
         if flags & (pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN)
             != 0
             && state(scan as pg_sys::TableScanDesc).img.is_none()
@@ -178,6 +206,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
 pub unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
     boundary(|| unsafe {
         let s = scan as *mut ScootScan;
+        state(scan).batch.clear();
         if (*s).base.rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
             pg_sys::UnregisterSnapshot((*s).base.rs_snapshot);
         }
@@ -204,6 +233,12 @@ pub unsafe extern "C-unwind" fn scan_rescan(
             set(f, pg_sys::ScanOptions::SO_ALLOW_PAGEMODE, allow_pagemode);
         }
         let st = state(scan);
+        st.batch.clear();
+        let snap = (*scan).rs_snapshot;
+        st.pagemode = st.img.is_some()
+            || (!snap.is_null()
+                && (*snap).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC
+                && (*scan).rs_flags & pg_sys::ScanOptions::SO_ALLOW_PAGEMODE != 0);
         if (*scan).rs_parallel.is_null() {
             st.blocks = match &st.img {
                 Some(i) => i.table.blocks.iter().map(|b| b.local).collect(),
@@ -229,6 +264,9 @@ unsafe fn seek(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     unsafe {
+        if state(scan).pagemode && (*slot).tts_ops == crate::storage::slot::ops() {
+            return seek_batch(scan, forward, slot);
+        }
         if state(scan).img.is_some() {
             return seek_image(scan, forward, slot);
         }
@@ -278,6 +316,161 @@ unsafe fn seek(
         }
         st.pos = if forward { Pos::End } else { Pos::Start };
         false
+    }
+}
+
+/// Block-at-a-time [`seek`]: returns the next row of the current block's batch, entering the
+/// next block with rows when the batch is done.
+unsafe fn seek_batch(
+    scan: pg_sys::TableScanDesc,
+    forward: bool,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let st = state(scan);
+        let n = st.blocks.len() as isize;
+        let dir: isize = if forward { 1 } else { -1 };
+        // (block index, row index in the batch); a block index whose batch is not loaded yet
+        // is entered first
+        let (mut bi, mut idx, mut enter) = match st.pos {
+            Pos::At(b, _) if st.batch.lb == st.blocks[b] => {
+                (b as isize, st.bidx as isize + dir, false)
+            }
+            Pos::At(b, s) => {
+                // the batch was given up (a non-batch read in between): re-enter the block
+                // and continue after (or before) slot s
+                let b = b as isize;
+                ffi::exec_clear_tuple(slot);
+                enter_block(scan, st.blocks[b as usize]);
+                let rows = &st.batch.rows;
+                let i = if forward {
+                    rows.partition_point(|&x| x <= s) as isize
+                } else {
+                    rows.partition_point(|&x| x < s) as isize - 1
+                };
+                (b, i, false)
+            }
+            Pos::Start if forward => (-1, 0, true),
+            Pos::End if !forward => (n, 0, true),
+            _ => return false,
+        };
+        loop {
+            if !enter && idx >= 0 && (idx as usize) < st.batch.len() {
+                let r = idx as usize;
+                let lb = st.blocks[bi as usize];
+                let s = st.batch.rows[r];
+                crate::storage::slot::store_batch_row(
+                    slot,
+                    &mut *st.batch,
+                    r,
+                    crate::storage::tid_of(lb, s),
+                    (*rel).rd_id,
+                );
+                st.pos = Pos::At(bi as usize, s);
+                st.bidx = r;
+                return true;
+            }
+            enter = false;
+            bi += dir;
+            if bi < 0 || bi >= n {
+                st.pos = if forward { Pos::End } else { Pos::Start };
+                return false;
+            }
+            // the slot's row is about to be replaced: do not make the batch materialize it
+            ffi::exec_clear_tuple(slot);
+            enter_block(scan, st.blocks[bi as usize]);
+            idx = if forward { 0 } else { st.batch.len() as isize - 1 };
+        }
+    }
+}
+
+/// Loads the batch with the rows of local block `lb` this scan returns (live block under its
+/// shared lock, or the image's copy); columns are copied when a row asks for them.
+unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snap = (*scan).rs_snapshot;
+        let st = state(scan);
+        let td = st.td;
+        let natts = (*td).natts as usize;
+        let (lo, hi) = (st.tid_lo, st.tid_hi);
+        let ranged = lo > 0 || hi < i64::MAX;
+        if let Some(im) = st.img.as_mut() {
+            let Some(b) = im.table.block(lb).copied() else {
+                st.batch.reset(lb, 0);
+                return;
+            };
+            ffi::pgstat_count_pages_hit(rel, block_pages(st.t, lb, b.hwm));
+            im.buf.load(&im.image, b.ab);
+            let blk = im.buf.blk();
+            st.batch.reset(lb, blk.natts().min(natts));
+            st.batch.src = b.ab;
+            for sl in 0..b.hwm {
+                let h = blk.row(sl);
+                if h.state() == ST_NORMAL
+                    && (!ranged || (lo..=hi).contains(&ordinal(lb, sl)))
+                    && im.visible(b.all_visible, h)
+                {
+                    st.batch.push(sl, h);
+                }
+            }
+            return;
+        }
+        super::index::maybe_prune_block(rel, st.t, lb);
+        let Some(l) = storage::lock(st.t, lb, false) else {
+            st.batch.reset(lb, 0);
+            return;
+        };
+        let hwm = l.hwm();
+        ffi::pgstat_count_pages_hit(rel, block_pages(st.t, lb, hwm));
+        st.batch.reset(lb, l.blk.natts().min(natts));
+        let vx = l.desc.vis_xid.load(std::sync::atomic::Ordering::Relaxed);
+        let all_visible = vx != 0 && !mvcc::precedes((*snap).xmin.into_inner(), vx);
+        let serializable = ffi::isolation_is_serializable();
+        for sl in 0..hwm {
+            let h = l.row(sl);
+            if h.state() != ST_NORMAL || (ranged && !(lo..=hi).contains(&ordinal(lb, sl))) {
+                continue;
+            }
+            if all_visible {
+                if serializable {
+                    predicate_lock_row(rel, lb, sl, h, snap);
+                }
+                st.batch.push(sl, h);
+                continue;
+            }
+            let vis = mvcc::visible(h, snap);
+            if serializable {
+                check_conflict_out(rel, h, vis, snap);
+            }
+            if vis {
+                if serializable {
+                    predicate_lock_row(rel, lb, sl, h, snap);
+                }
+                st.batch.push(sl, h);
+            }
+        }
+    }
+}
+
+/// [`Batch::extend`] for scans: adds columns to the current batch (a slot asked for more than
+/// were copied), reading the block again. Its rows cannot have been pruned meanwhile: the scan's
+/// MVCC snapshot keeps them visible (an image does not change at all). Every block starts with
+/// no columns and is extended by its first row's request: what one row needs once (a copy of
+/// the first row of a group, say) costs one block, not the rest of the scan.
+unsafe fn extend_batch(ctx: *mut c_void, batch: &mut Batch, need: usize) {
+    unsafe {
+        let st = &mut *(ctx as *mut ScanState);
+        if let Some(im) = st.img.as_mut() {
+            im.buf.load(&im.image, batch.src);
+            batch.fill(im.buf.blk(), st.td, need);
+            return;
+        }
+        match storage::lock(st.t, batch.lb, false) {
+            Some(l) => batch.fill(l.blk, st.td, need),
+            None => error!("scoot: block {} of a table being scanned disappeared", batch.lb),
+        }
     }
 }
 
@@ -350,6 +543,9 @@ unsafe fn seek_image(
 /// Parallel scans: arena blocks are handed out by PostgreSQL's parallel block allocator.
 unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTableSlot) -> bool {
     unsafe {
+        if state(scan).pagemode && (*slot).tts_ops == crate::storage::slot::ops() {
+            return next_parallel_batch(scan, slot);
+        }
         let rel = (*scan).rs_rd;
         let snap = (*scan).rs_snapshot;
         let st = state(scan);
@@ -423,6 +619,54 @@ unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                 }
             }
             st.pcur = None;
+        }
+    }
+}
+
+/// Block-at-a-time [`next_parallel`]: blocks come from PostgreSQL's parallel block allocator,
+/// rows from the batch of the current one.
+unsafe fn next_parallel_batch(
+    scan: pg_sys::TableScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let st = state(scan);
+        let pb = (*scan).rs_parallel as pg_sys::ParallelBlockTableScanDesc;
+        loop {
+            if let Some((b, s)) = st.pcur {
+                if st.batch.lb == b {
+                    // s: the next index in the batch
+                    let r = s as usize;
+                    if r < st.batch.len() {
+                        let sl = st.batch.rows[r];
+                        crate::storage::slot::store_batch_row(
+                            slot,
+                            &mut *st.batch,
+                            r,
+                            crate::storage::tid_of(b, sl),
+                            (*rel).rd_id,
+                        );
+                        st.pcur = Some((b, s + 1));
+                        return true;
+                    }
+                }
+                st.pcur = None;
+            }
+            if !st.pstarted {
+                pg_sys::table_block_parallelscan_startblock_init(rel, &mut st.pworker, pb);
+                st.pstarted = true;
+            }
+            let b = pg_sys::table_block_parallelscan_nextpage(rel, &mut st.pworker, pb);
+            if b == pg_sys::InvalidBlockNumber || b >= (*pb).phs_nblocks {
+                return false;
+            }
+            if st.img.is_none() && b >= tabledir::nlocal(st.t) {
+                continue;
+            }
+            ffi::exec_clear_tuple(slot);
+            enter_block(scan, b);
+            st.pcur = Some((b, 0));
         }
     }
 }

@@ -90,7 +90,16 @@ fn parse(p: &[u8]) -> Option<Parsed<'_>> {
 }
 
 fn pow10(n: u32) -> i128 {
-    10i128.pow(n)
+    const P: [i128; 39] = {
+        let mut p = [1i128; 39];
+        let mut i = 1;
+        while i < 39 {
+            p[i] = p[i - 1] * 10;
+            i += 1;
+        }
+        p
+    };
+    P[n as usize]
 }
 
 /// The numeric payload `p` as an integer scaled by 10^scale, if it has exactly that display scale,
@@ -139,7 +148,8 @@ fn to_scaled(p: &[u8], scale: u32, max_abs: i128, nan: i128) -> Option<i128> {
     (back == p).then_some(r)
 }
 
-/// Writes the canonical numeric payload (PostgreSQL's `make_result`) of `v / 10^scale`.
+/// Writes the canonical numeric payload (PostgreSQL's `make_result`) of `v / 10^scale`. No heap
+/// allocation (it runs once per value a scan returns); 64-bit arithmetic when the value fits.
 fn from_scaled(v: i128, scale: u32, nan: i128, out: &mut Vec<u8>) {
     out.clear();
     if v == nan {
@@ -148,33 +158,58 @@ fn from_scaled(v: i128, scale: u32, nan: i128, out: &mut Vec<u8>) {
     }
     let neg = v < 0;
     let a = v.unsigned_abs();
-    let int_part = a / pow10(scale) as u128;
-    let frac = a % pow10(scale) as u128;
-    // base-10000 digits of the integer part, most significant first
-    let mut int_digits: Vec<u16> = Vec::new();
-    let mut x = int_part;
-    while x > 0 {
-        int_digits.push((x % 10_000) as u16);
-        x /= 10_000;
+    // base-10000 digits, least significant first: the fraction (scale decimal digits padded on
+    // the right to whole base-10000 digits), then the integer part
+    let nfrac = scale.div_ceil(4) as usize;
+    let mut rev = [0u16; 32];
+    let mut n = 0usize;
+    let nint;
+    // (the fraction times 10^(nfrac * 4 - scale) stays below 10^(nfrac * 4) <= 10^16)
+    if a <= u64::MAX as u128 && scale <= 16 {
+        let a = a as u64;
+        let p = pow10(scale) as u64;
+        let (mut x, frac) = (a / p, a % p);
+        let mut fr = frac * pow10(nfrac as u32 * 4 - scale) as u64;
+        for _ in 0..nfrac {
+            rev[n] = (fr % 10_000) as u16;
+            fr /= 10_000;
+            n += 1;
+        }
+        let start = n;
+        while x > 0 {
+            rev[n] = (x % 10_000) as u16;
+            x /= 10_000;
+            n += 1;
+        }
+        nint = n - start;
+    } else {
+        let p = pow10(scale) as u128;
+        let (mut x, frac) = (a / p, a % p);
+        let mut fr = frac * pow10(nfrac as u32 * 4 - scale) as u128;
+        for _ in 0..nfrac {
+            rev[n] = (fr % 10_000) as u16;
+            fr /= 10_000;
+            n += 1;
+        }
+        let start = n;
+        while x > 0 {
+            rev[n] = (x % 10_000) as u16;
+            x /= 10_000;
+            n += 1;
+        }
+        nint = n - start;
     }
-    int_digits.reverse();
-    // fraction: scale decimal digits, padded on the right to whole base-10000 digits
-    let nfrac = scale.div_ceil(4);
-    let mut fr = frac * pow10(nfrac * 4 - scale) as u128;
-    let mut frac_digits = vec![0u16; nfrac as usize];
-    for k in (0..nfrac as usize).rev() {
-        frac_digits[k] = (fr % 10_000) as u16;
-        fr /= 10_000;
+    // most significant first; strip leading and trailing zero digits, as make_result does
+    let mut digits = [0u16; 32];
+    for k in 0..n {
+        digits[k] = rev[n - 1 - k];
     }
-    let mut digits = int_digits;
-    let mut weight = digits.len() as i32 - 1;
-    digits.extend_from_slice(&frac_digits);
-    // strip leading and trailing zero digits, as make_result does
-    let lead = digits.iter().take_while(|&&d| d == 0).count();
+    let mut weight = nint as i32 - 1;
+    let lead = digits[..n].iter().take_while(|&&d| d == 0).count();
     weight -= lead as i32;
-    let digits = &digits[lead..];
-    let n = digits.len() - digits.iter().rev().take_while(|&&d| d == 0).count();
-    let digits = &digits[..n];
+    let digits = &digits[lead..n];
+    let m = digits.len() - digits.iter().rev().take_while(|&&d| d == 0).count();
+    let digits = &digits[..m];
     let (neg, weight) = if digits.is_empty() {
         (false, 0)
     } else {
@@ -190,6 +225,7 @@ fn from_scaled(v: i128, scale: u32, nan: i128, out: &mut Vec<u8>) {
         } else {
             0
         };
+    out.reserve(2 + 2 * digits.len());
     out.extend_from_slice(&header.to_le_bytes());
     for d in digits {
         out.extend_from_slice(&d.to_le_bytes());

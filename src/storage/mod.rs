@@ -3,6 +3,7 @@
 //! from block rows (`row`) and the slot type rows are returned in (`slot`), and the one
 //! modification layer every block change goes through (`modify`). Nothing here knows about transactions beyond the version header fields.
 pub mod arena;
+pub mod batch;
 pub mod block;
 pub mod blockmap;
 pub mod cow;

@@ -585,6 +585,121 @@ pub unsafe fn value_equals(b: BlockRef, slot: u32, i: usize, row: &Prepared) -> 
     Some(stored) == new
 }
 
+/// An upper bound of the by-reference bytes value `slot` of column `c` takes when read (0 for
+/// by-value columns and NULLs); each value is placed at its alignment on top of this.
+#[inline]
+pub fn value_size(b: BlockRef, c: &ColDesc, slot: u32) -> usize {
+    if c.kind == KIND_ABSENT || c.byval != 0 || !b.is_valid(c, slot) {
+        return 0;
+    }
+    match c.kind {
+        KIND_FIXED => c.attlen as usize,
+        KIND_DEC64 => 4 + encoding::max_numeric_payload(false),
+        KIND_DEC128 => 4 + encoding::max_numeric_payload(true),
+        KIND_CHARN => 4 + c.width as usize,
+        KIND_VAR => 4 + (b.var_entry(c, slot).1 & VAR_LEN_MASK) as usize,
+        _ => (b.var_entry(c, slot).1 & VAR_LEN_MASK) as usize,
+    }
+}
+
+/// Puts a varlena as heap's tuples hold it at `buf + *pos`: a 1-byte header for short values of
+/// non-PLAIN types (heap_fill_tuple's short form), else a 4-byte header at the type's alignment.
+#[inline]
+unsafe fn put_varlena(buf: *mut u8, pos: &mut usize, align: u8, short_ok: bool, payload: &[u8]) -> pg_sys::Datum {
+    unsafe {
+        if short_ok && payload.len() < 127 {
+            let dst = buf.add(*pos);
+            *dst = (((payload.len() + 1) as u8) << 1) | 1;
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(1), payload.len());
+            *pos += payload.len() + 1;
+            return pg_sys::Datum::from(dst);
+        }
+        *pos = align_to(*pos, align.max(1) as usize);
+        let dst = buf.add(*pos);
+        // 4-byte varlena header: (len + 4) << 2 on little-endian
+        (dst as *mut u32).write_unaligned(((payload.len() + 4) as u32) << 2);
+        std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(4), payload.len());
+        *pos += payload.len() + 4;
+        pg_sys::Datum::from(dst)
+    }
+}
+
+/// The datum of the valid (non-NULL) value `slot` of column `c`. By-reference values are copied
+/// to `buf + *pos` (which must have room for [`value_size`] bytes plus alignment) and `*pos`
+/// advances; `short_ok`: the type's storage is not PLAIN (1-byte varlena headers allowed);
+/// `num`: scratch space for numeric conversions, reused across calls.
+#[inline]
+pub unsafe fn read_value(
+    b: BlockRef,
+    c: &ColDesc,
+    slot: u32,
+    short_ok: bool,
+    buf: *mut u8,
+    pos: &mut usize,
+    num: &mut Vec<u8>,
+) -> Option<pg_sys::Datum> {
+    unsafe {
+        let p = b.value_ptr(c, slot);
+        Some(match c.kind {
+            KIND_FIXED if c.byval != 0 => match c.attlen {
+                1 => pg_sys::Datum::from(*(p as *const i8) as isize),
+                2 => pg_sys::Datum::from((p as *const i16).read_unaligned() as isize),
+                4 => pg_sys::Datum::from((p as *const i32).read_unaligned() as isize),
+                _ => pg_sys::Datum::from((p as *const i64).read_unaligned() as isize),
+            },
+            KIND_FIXED => {
+                *pos = align_to(*pos, c.align.max(1) as usize);
+                let dst = buf.add(*pos);
+                std::ptr::copy_nonoverlapping(p, dst, c.attlen as usize);
+                *pos += c.attlen as usize;
+                pg_sys::Datum::from(dst)
+            }
+            KIND_DEC64 => {
+                encoding::i64_to_numeric((p as *const i64).read_unaligned(), c.scale as u32, num);
+                put_varlena(buf, pos, c.align, short_ok, num)
+            }
+            KIND_DEC128 => {
+                encoding::i128_to_numeric((p as *const i128).read_unaligned(), c.scale as u32, num);
+                put_varlena(buf, pos, c.align, short_ok, num)
+            }
+            KIND_CHARN => {
+                let cell = std::slice::from_raw_parts(p, c.width as usize);
+                put_varlena(buf, pos, c.align, short_ok, &cell[..encoding::charn_len(cell)])
+            }
+            KIND_VAR => {
+                let (_, len) = b.var_entry(c, slot);
+                let payload = b.var_payload(c, slot);
+                if len & VAR_RAW != 0 {
+                    // a complete varlena (compressed or a TOAST pointer): as stored
+                    if !varlena::is_1b(payload.as_ptr()) {
+                        *pos = align_to(*pos, c.align.max(1) as usize);
+                    }
+                    let dst = buf.add(*pos);
+                    std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
+                    *pos += payload.len();
+                    pg_sys::Datum::from(dst)
+                } else {
+                    put_varlena(buf, pos, c.align, short_ok, payload)
+                }
+            }
+            KIND_CSTRING => {
+                let payload = b.var_payload(c, slot);
+                let dst = buf.add(*pos);
+                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
+                *pos += payload.len();
+                pg_sys::Datum::from(dst)
+            }
+            _ => return None,
+        })
+    }
+}
+
+/// May column `i` of `td` use 1-byte varlena headers (its storage is not PLAIN)?
+#[inline]
+pub unsafe fn short_ok(td: pg_sys::TupleDesc, i: usize) -> bool {
+    unsafe { (*ffi::tupdesc_attr(td, i)).attstorage != pg_sys::TYPSTORAGE_PLAIN as std::ffi::c_char }
+}
+
 /// Copies row `slot` of block `b` into the virtual slot `out` (tts_tid is set by the caller).
 /// Columns the block has no storage for (added later by ALTER TABLE) get their missing value.
 pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot) {
@@ -597,18 +712,10 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
         let mut size = 0usize;
         for i in 0..nb {
             let c = b.col(i);
-            if c.kind == KIND_ABSENT || c.byval != 0 || !b.is_valid(c, slot) {
-                continue;
+            let n = value_size(b, c, slot);
+            if n > 0 {
+                size = align_to(size, c.align.max(1) as usize) + n;
             }
-            let n = match c.kind {
-                KIND_FIXED => c.attlen as usize,
-                KIND_DEC64 => 4 + encoding::max_numeric_payload(false),
-                KIND_DEC128 => 4 + encoding::max_numeric_payload(true),
-                KIND_CHARN => 4 + c.width as usize,
-                KIND_VAR => 4 + (b.var_entry(c, slot).1 & VAR_LEN_MASK) as usize,
-                _ => (b.var_entry(c, slot).1 & VAR_LEN_MASK) as usize,
-            };
-            size = align_to(size, c.align.max(1) as usize) + n;
         }
         // by-reference values go to the scoot slot's reusable buffer, or (other slot types) to a
         // buffer the virtual slot frees on clear
@@ -626,104 +733,15 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
         let isnull = (*out).tts_isnull;
         let mut pos = 0usize;
         let mut num = Vec::new();
-        // a varlena as heap's tuples hold it: a 1-byte header for short values of non-PLAIN
-        // types (heap_fill_tuple's short form), else a 4-byte header at the type's alignment
-        let put_varlena =
-            |pos: &mut usize, align: u8, short_ok: bool, payload: &[u8]| -> pg_sys::Datum {
-                if short_ok && payload.len() < 127 {
-                    let dst = buf.add(*pos);
-                    *dst = (((payload.len() + 1) as u8) << 1) | 1;
-                    std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(1), payload.len());
-                    *pos += payload.len() + 1;
-                    return pg_sys::Datum::from(dst);
-                }
-                *pos = align_to(*pos, align.max(1) as usize);
-                let dst = buf.add(*pos);
-                // 4-byte varlena header: (len + 4) << 2 on little-endian
-                (dst as *mut u32).write_unaligned(((payload.len() + 4) as u32) << 2);
-                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst.add(4), payload.len());
-                *pos += payload.len() + 4;
-                pg_sys::Datum::from(dst)
-            };
         for i in 0..nb {
             let c = b.col(i);
-            if !b.is_valid(c, slot) {
-                *isnull.add(i) = true;
-                *values.add(i) = pg_sys::Datum::from(0usize);
-                continue;
-            }
-            *isnull.add(i) = false;
-            let p = b.value_ptr(c, slot);
-            let short_ok = (*ffi::tupdesc_attr(td, i)).attstorage
-                != pg_sys::TYPSTORAGE_PLAIN as std::ffi::c_char;
-            let d = match c.kind {
-                KIND_FIXED if c.byval != 0 => match c.attlen {
-                    1 => pg_sys::Datum::from(*(p as *const i8) as isize),
-                    2 => pg_sys::Datum::from((p as *const i16).read_unaligned() as isize),
-                    4 => pg_sys::Datum::from((p as *const i32).read_unaligned() as isize),
-                    _ => pg_sys::Datum::from((p as *const i64).read_unaligned() as isize),
-                },
-                KIND_FIXED => {
-                    pos = align_to(pos, c.align.max(1) as usize);
-                    let dst = buf.add(pos);
-                    std::ptr::copy_nonoverlapping(p, dst, c.attlen as usize);
-                    pos += c.attlen as usize;
-                    pg_sys::Datum::from(dst)
-                }
-                KIND_DEC64 => {
-                    encoding::i64_to_numeric(
-                        (p as *const i64).read_unaligned(),
-                        c.scale as u32,
-                        &mut num,
-                    );
-                    put_varlena(&mut pos, c.align, short_ok, &num)
-                }
-                KIND_DEC128 => {
-                    encoding::i128_to_numeric(
-                        (p as *const i128).read_unaligned(),
-                        c.scale as u32,
-                        &mut num,
-                    );
-                    put_varlena(&mut pos, c.align, short_ok, &num)
-                }
-                KIND_CHARN => {
-                    let cell = std::slice::from_raw_parts(p, c.width as usize);
-                    put_varlena(
-                        &mut pos,
-                        c.align,
-                        short_ok,
-                        &cell[..encoding::charn_len(cell)],
-                    )
-                }
-                KIND_VAR => {
-                    let (_, len) = b.var_entry(c, slot);
-                    let payload = b.var_payload(c, slot);
-                    if len & VAR_RAW != 0 {
-                        // a complete varlena (compressed or a TOAST pointer): as stored
-                        if !varlena::is_1b(payload.as_ptr()) {
-                            pos = align_to(pos, c.align.max(1) as usize);
-                        }
-                        let dst = buf.add(pos);
-                        std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
-                        pos += payload.len();
-                        pg_sys::Datum::from(dst)
-                    } else {
-                        put_varlena(&mut pos, c.align, short_ok, payload)
-                    }
-                }
-                KIND_CSTRING => {
-                    let payload = b.var_payload(c, slot);
-                    let dst = buf.add(pos);
-                    std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
-                    pos += payload.len();
-                    pg_sys::Datum::from(dst)
-                }
-                _ => {
-                    *isnull.add(i) = true;
-                    pg_sys::Datum::from(0usize)
-                }
+            let d = if b.is_valid(c, slot) {
+                read_value(b, c, slot, short_ok(td, i), buf, &mut pos, &mut num)
+            } else {
+                None
             };
-            *values.add(i) = d;
+            *isnull.add(i) = d.is_none();
+            *values.add(i) = d.unwrap_or(pg_sys::Datum::from(0usize));
         }
         debug_assert!(pos <= size);
         // dropped columns beyond the block's storage are NULL; added columns get their default

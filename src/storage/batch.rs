@@ -1,0 +1,275 @@
+//! Block-at-a-time reading: the rows of one block that a scan returns, materialized column by
+//! column, and handed to the executor through lazily deformed scoot slots.
+//!
+//! A scan enters a block once: under the block's shared lock it decides which rows it returns
+//! (visibility per row, or once for a block whose rows are all visible), records their version
+//! headers and copies only the columns asked for so far into column arrays (`Datum`s and NULL
+//! flags; by-reference values into buffers owned by the batch). It then releases the lock and
+//! returns the rows one by one without touching the block. A returned slot points at its row
+//! here (`tts_nvalid = 0`); `slot_getsomeattrs(n)` copies the first `n` values from the column
+//! arrays, and asks the scan to add the columns it lacks (the scan locks the block again; the
+//! rows it returns cannot be pruned while its MVCC snapshot is held). So a block copies just the
+//! columns its first row is asked for: `count(*)` copies none, `sum(c2)` the first two.
+//!
+//! Lifetimes: by-reference datums point into the batch, as a buffer slot's point into its pinned
+//! page. Before a batch is reused (next block, rescan, end of scan) every slot still pointing at
+//! it is deformed completely and materialized (its values copied into the slot's own memory),
+//! and a slot that is cleared or materialized detaches itself.
+//!
+//! Plain data plus pointer arithmetic over blocks; the scan (in `am`) supplies the block access.
+use crate::storage::block::{
+    BlockRef, ColDesc, RowHdr, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
+};
+use crate::storage::{encoding, row};
+use pgrx::pg_sys;
+use std::ffi::c_void;
+
+/// Adds columns `[batch.ncols(), need)` to `batch` (the scan re-reads its block).
+pub type ExtendFn = unsafe fn(ctx: *mut c_void, batch: &mut Batch, need: usize);
+
+pub struct Batch {
+    /// local block the rows come from
+    pub lb: u32,
+    /// where the scan reads that block from (an image scan: the arena block number)
+    pub src: u32,
+    /// the rows returned, ascending slot numbers
+    pub rows: Vec<u32>,
+    /// their system columns (xmin, xmax, cmin/cmax) from the version headers
+    pub sys: Vec<[u32; 3]>,
+    /// columns the block stores (min of its and the tuple descriptor's); later ones are missing
+    pub block_natts: usize,
+    ncols: usize,
+    /// column-major: value of row `r` of column `c` at `c * rows.len() + r`
+    vals: Vec<pg_sys::Datum>,
+    nulls: Vec<bool>,
+    /// by-reference values (8-byte aligned chunks, one per column filled; never moved)
+    data: Vec<Vec<u64>>,
+    spare: Vec<Vec<u64>>,
+    num: Vec<u8>,
+    /// slots pointing at rows of this batch
+    slots: Vec<*mut pg_sys::TupleTableSlot>,
+    pub extend: Option<ExtendFn>,
+    pub ctx: *mut c_void,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Batch {
+            lb: u32::MAX,
+            src: u32::MAX,
+            rows: Vec::new(),
+            sys: Vec::new(),
+            block_natts: 0,
+            ncols: 0,
+            vals: Vec::new(),
+            nulls: Vec::new(),
+            data: Vec::new(),
+            spare: Vec::new(),
+            num: Vec::new(),
+            slots: Vec::new(),
+            extend: None,
+            ctx: std::ptr::null_mut(),
+        }
+    }
+}
+
+impl Batch {
+    /// Starts a new block: detaches (materializes) the slots still pointing at the old rows.
+    pub fn reset(&mut self, lb: u32, block_natts: usize) {
+        self.release_slots();
+        self.lb = lb;
+        self.rows.clear();
+        self.sys.clear();
+        self.block_natts = block_natts;
+        self.ncols = 0;
+        self.vals.clear();
+        self.nulls.clear();
+        self.spare.append(&mut self.data);
+    }
+
+    /// Empties the batch (rescan, end of scan).
+    pub fn clear(&mut self) {
+        self.reset(u32::MAX, 0);
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn ncols(&self) -> usize {
+        self.ncols
+    }
+
+    /// Adds a row (its slot and version header); only before the columns are filled.
+    #[inline]
+    pub fn push(&mut self, slot: u32, h: &RowHdr) {
+        debug_assert!(self.ncols == 0);
+        self.rows.push(slot);
+        self.sys.push(crate::storage::slot::sys_of(h));
+    }
+
+    /// Copies columns `[ncols, need)` of the rows from block `b` (its lock held by the caller).
+    ///
+    /// # Safety
+    /// `b` is the block the rows were collected from, `td` the relation's tuple descriptor.
+    pub unsafe fn fill(&mut self, b: BlockRef, td: pg_sys::TupleDesc, need: usize) {
+        let need = need.min(self.block_natts);
+        for i in self.ncols..need {
+            let c = b.col(i);
+            self.vals.reserve(self.rows.len());
+            self.nulls.reserve(self.rows.len());
+            match c.kind {
+                KIND_FIXED if c.byval != 0 => self.fill_byval(b, c),
+                KIND_DEC64 | KIND_DEC128 => unsafe { self.fill_memo(b, c, row::short_ok(td, i)) },
+                KIND_CHARN if c.width <= 16 => unsafe { self.fill_memo(b, c, row::short_ok(td, i)) },
+                _ => unsafe { self.fill_any(b, c, row::short_ok(td, i)) },
+            }
+        }
+        if need > self.ncols {
+            self.ncols = need;
+        }
+    }
+
+    /// A new buffer of at least `bytes` bytes for by-reference values (stable address).
+    fn chunk(&mut self, bytes: usize) -> *mut u8 {
+        let mut chunk = self.spare.pop().unwrap_or_default();
+        chunk.clear();
+        // uninitialized: only bytes written by `read_value` are ever read
+        chunk.reserve(bytes.div_ceil(8));
+        self.data.push(chunk);
+        self.data.last_mut().unwrap().as_mut_ptr() as *mut u8
+    }
+
+    /// Fixed-width by-value column: one load per row, no copies.
+    fn fill_byval(&mut self, b: BlockRef, c: &ColDesc) {
+        for &s in &self.rows {
+            let valid = b.is_valid(c, s);
+            let p = b.value_ptr(c, s);
+            let d = unsafe {
+                match c.attlen {
+                    1 => *(p as *const i8) as isize,
+                    2 => (p as *const i16).read_unaligned() as isize,
+                    4 => (p as *const i32).read_unaligned() as isize,
+                    _ => (p as *const i64).read_unaligned() as isize,
+                }
+            };
+            self.nulls.push(!valid);
+            self.vals.push(pg_sys::Datum::from(if valid { d } else { 0 }));
+        }
+    }
+
+    /// Scaled-integer decimal and short `char(n)` columns: each distinct value of the block is
+    /// converted once (a small direct-mapped memo; analytic columns such as quantities,
+    /// discounts, tax rates and flags repeat a lot) and rows with equal values share its bytes
+    /// (datums are read-only).
+    unsafe fn fill_memo(&mut self, b: BlockRef, c: &ColDesc, short_ok: bool) {
+        const MEMO: usize = 256;
+        let wide = c.kind == KIND_DEC128;
+        let per = match c.kind {
+            KIND_CHARN => 4 + c.width as usize,
+            _ => 4 + encoding::max_numeric_payload(wide),
+        } + c.align.max(1) as usize;
+        let buf = self.chunk(self.rows.len() * per);
+        let mut pos = 0usize;
+        let mut memo_key = [0i128; MEMO];
+        let mut memo_val = [pg_sys::Datum::from(0usize); MEMO];
+        let mut memo_set = [false; MEMO];
+        for &s in &self.rows {
+            if !b.is_valid(c, s) {
+                self.nulls.push(true);
+                self.vals.push(pg_sys::Datum::from(0usize));
+                continue;
+            }
+            let p = b.value_ptr(c, s);
+            let v: i128 = unsafe {
+                match c.kind {
+                    KIND_DEC128 => (p as *const i128).read_unaligned(),
+                    KIND_DEC64 => (p as *const i64).read_unaligned() as i128,
+                    _ => {
+                        // char(n), n <= 16: the NUL-padded cell itself
+                        let mut k = [0u8; 16];
+                        std::ptr::copy_nonoverlapping(p, k.as_mut_ptr(), c.width as usize);
+                        i128::from_le_bytes(k)
+                    }
+                }
+            };
+            let h = (((v as u64) ^ ((v >> 64) as u64)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56)
+                as usize
+                % MEMO;
+            let d = if memo_set[h] && memo_key[h] == v {
+                memo_val[h]
+            } else {
+                let d = unsafe { row::read_value(b, c, s, short_ok, buf, &mut pos, &mut self.num) }
+                    .unwrap_or(pg_sys::Datum::from(0usize));
+                memo_key[h] = v;
+                memo_val[h] = d;
+                memo_set[h] = true;
+                d
+            };
+            self.nulls.push(false);
+            self.vals.push(d);
+        }
+    }
+
+    /// Any other column: one buffer for its by-reference values, sized by a first pass.
+    unsafe fn fill_any(&mut self, b: BlockRef, c: &ColDesc, short_ok: bool) {
+        let mut size = 0usize;
+        if c.byval == 0 {
+            for &s in &self.rows {
+                let v = row::value_size(b, c, s);
+                if v > 0 {
+                    size += v + c.align.max(1) as usize;
+                }
+            }
+        }
+        let buf = if size > 0 { self.chunk(size) } else { std::ptr::null_mut() };
+        let mut pos = 0usize;
+        for &s in &self.rows {
+            let d = if b.is_valid(c, s) {
+                unsafe { row::read_value(b, c, s, short_ok, buf, &mut pos, &mut self.num) }
+            } else {
+                None
+            };
+            self.nulls.push(d.is_none());
+            self.vals.push(d.unwrap_or(pg_sys::Datum::from(0usize)));
+        }
+        debug_assert!(pos <= size);
+    }
+
+    /// Value of column `c` of row `r`: (datum, is null); `c < ncols()`.
+    #[inline]
+    pub fn value(&self, c: usize, r: usize) -> (pg_sys::Datum, bool) {
+        let k = c * self.rows.len() + r;
+        (self.vals[k], self.nulls[k])
+    }
+
+    pub(crate) fn attach(&mut self, slot: *mut pg_sys::TupleTableSlot) {
+        if !self.slots.contains(&slot) {
+            self.slots.push(slot);
+        }
+    }
+
+    pub(crate) fn detach(&mut self, slot: *mut pg_sys::TupleTableSlot) {
+        self.slots.retain(|&s| s != slot);
+    }
+
+    /// Every slot still pointing at this batch gets all its values and copies them into its own
+    /// memory (the batch's buffers are about to be reused or freed).
+    pub fn release_slots(&mut self) {
+        while let Some(s) = self.slots.pop() {
+            unsafe { crate::storage::slot::detach_materialize(s, self) };
+        }
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        // dropped by scan end (slots already released) or by a memory-context reset on error,
+        // when the slots may be gone: never touch them here
+        self.slots.clear();
+    }
+}
