@@ -1,10 +1,12 @@
-//! Compiles the small C shim (src/ffi/shim.c): PG_TRY/PG_CATCH around PostgreSQL calls whose
+//! Compiles the C parts: the shim (src/ffi/shim.c: PG_TRY/PG_CATCH around PostgreSQL calls whose
 //! errors must reach the client unchanged (CONTEXT lines, constraint names, ...), which pgrx's own
-//! FFI boundary would flatten. Uses the same pg_config as cargo-pgrx.
+//! FFI boundary would flatten; executor and EXPLAIN hooks) and the ScootScan custom scan
+//! (src/exec/customscan.c). Uses the same pg_config as cargo-pgrx.
 use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=src/ffi/shim.c");
+    println!("cargo:rerun-if-changed=src/exec/customscan.c");
     println!("cargo:rerun-if-env-changed=PGRX_PG_CONFIG_PATH");
     println!("cargo:rerun-if-env-changed=PG_CONFIG");
     let pg_config = std::env::var("PGRX_PG_CONFIG_PATH")
@@ -21,6 +23,7 @@ fn main() {
     let inc = String::from_utf8(out.stdout).unwrap().trim().to_string();
     cc::Build::new()
         .file("src/ffi/shim.c")
+        .file("src/exec/customscan.c")
         .include(&inc)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-missing-field-initializers")

@@ -31,6 +31,9 @@ pub static OLAP_NICE: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// for the OLAP worker's fault handler.
 pub static UFFD_WRITER_RESOLVES: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `scoot.custom_scan`: the planner may read scoot tables with the ScootScan custom scan.
+pub static CUSTOM_SCAN: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 /// `scoot.opportunistic_prune`: prune version chains during scans and index fetches (debugging aid).
 pub static OPPORTUNISTIC_PRUNE: GucSetting<bool> = GucSetting::<bool>::new(true);
 
@@ -50,6 +53,14 @@ pub fn define() {
         &OLAP_NICE,
         0,
         19,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.custom_scan",
+        c"Read-only queries may read scoot tables with the ScootScan custom scan.",
+        c"ScootScan reads only the columns a query uses from the PAX blocks (EXPLAIN: Scoot Columns). Off: plain Seq Scans.",
+        &CUSTOM_SCAN,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -24,6 +24,7 @@
 use pgrx::prelude::*;
 
 pub mod am;
+pub mod exec;
 pub mod ffi;
 pub mod guc;
 pub mod snapshot;
@@ -51,6 +52,7 @@ pub extern "C-unwind" fn _PG_init() {
         storage::arena::install_hooks();
         txn::xact::install_hooks(am::is_scoot);
         snapshot::install(am::is_scoot);
+        exec::install();
     }
 }
 

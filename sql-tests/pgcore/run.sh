@@ -7,6 +7,10 @@
 #
 #   sql-tests/pgcore/run.sh regress|isolation [heap|scoot|both]
 #
+# The scoot regress run reads plain scans (scoot.custom_scan = off), so its plans are heap's; the
+# regress suite then runs once more with the ScootScan custom scan on, and each test's output
+# must equal the plain run's except in EXPLAIN plans (plan_only.py; CUSTOM_SCAN_CHECK=0 skips).
+#
 # Prints "failing under scoot only: ..." and a last line
 #   "<suite>: scoot N passed, M failed; heap N passed, M failed; unexpected: <tests>"
 # where unexpected = tests failing only under scoot that are not listed in
@@ -50,8 +54,8 @@ fi
 id postgres >/dev/null 2>&1 || useradd -m postgres
 chown -R postgres: "$WORK"
 
-run() {  # $1 = access method; prints "N M"
-  local am=$1 d=$WORK/pgdata-$SUITE-$1 out
+run() {  # $1 = access method, $2 = run name (default: $1), $3 = extra postgresql.conf lines; prints "N M"
+  local am=$1 name=${2:-$1} extra=${3:-} d=$WORK/pgdata-$SUITE-${2:-$1} out
   runuser -u postgres -- "$B/pg_ctl" -D "$d" stop -m immediate >/dev/null 2>&1; rm -rf "$d"
   runuser -u postgres -- "$B/initdb" -D "$d" -A trust --no-locale -E UTF8 >/dev/null
   cat >> "$d/postgresql.conf" <<CONF
@@ -61,6 +65,7 @@ unix_socket_directories = '/tmp'
 listen_addresses = ''
 scoot.arena_size = '$ARENA'
 max_prepared_transactions = 10
+$extra
 CONF
   runuser -u postgres -- env -u RUST_BACKTRACE "$B/pg_ctl" -D "$d" -l "$d.log" -w start >/dev/null || { echo "server start failed ($d.log)" >&2; return 1; }
   local P="$B/psql -qX -h /tmp -p $PORT -U postgres"
@@ -68,7 +73,7 @@ CONF
   $P -d postgres -c "UPDATE pg_database SET datallowconn = true WHERE datname = 'template0'" >/dev/null
   for db in template0 template1 postgres; do $P -d $db -c "CREATE EXTENSION IF NOT EXISTS pg_scoot" >/dev/null; done
   $P -d postgres -c "UPDATE pg_database SET datallowconn = false WHERE datname = 'template0'" >/dev/null
-  out=$WORK/out-$SUITE-$am; rm -rf "$out"; mkdir -p "$out"; chown postgres: "$out"
+  out=$WORK/out-$SUITE-$name; rm -rf "$out"; mkdir -p "$out"; chown postgres: "$out"
   if [ "$SUITE" = regress ]; then
     (cd "$R" && runuser -u postgres -- env PGOPTIONS="-c default_table_access_method=$am" ./pg_regress \
        --host=/tmp --port=$PORT --user=postgres --bindir="$B" --dlpath="$R" --inputdir="$R" \
@@ -80,7 +85,7 @@ CONF
        --host=/tmp --port=$PORT --user=postgres --bindir="$B" --inputdir="$I" \
        --outputdir="$out" --schedule="$I/isolation_schedule" >"$out/summary.txt" 2>&1)
   fi
-  grep -E "terminated by signal|PANIC" "$d.log" | sed "s/^/server crash ($am): /" >&2
+  grep -E "terminated by signal|PANIC" "$d.log" | sed "s/^/server crash ($name): /" >&2
   grep -qE "terminated by signal|PANIC" "$d.log" && touch "$out/CRASHED"
   runuser -u postgres -- "$B/pg_ctl" -D "$d" stop -m fast >/dev/null 2>&1
   echo "$(grep -cE '\.\.\. ok' "$out/summary.txt") $(grep -cE '\.\.\. FAILED|failed \(ignored\)' "$out/summary.txt")"
@@ -92,7 +97,10 @@ else
   read -r hp hf <<<"$(run heap)"
 fi
 [ "$WHICH" = heap ] && { echo "$SUITE: heap $hp passed, $hf failed"; exit 0; }
-read -r ap af <<<"$(run scoot)"
+# the regress comparison with heap reads plain scans (plans as heap's); the ScootScan custom
+# scan is checked separately below. The isolation suite runs with it on (it prints no plans).
+plain=""; [ "$SUITE" = regress ] && plain="scoot.custom_scan = off"
+read -r ap af <<<"$(run scoot scoot "$plain")"
 fails() { grep -E '\.\.\. FAILED' "$WORK/out-$SUITE-$1/summary.txt" | sed -E 's/^(test |not ok [0-9]+ +- )? *([^ ]+) +\.\.\..*/\2/' | sort; }
 only=$(comm -13 <(fails heap) <(fails scoot))
 accepted=$(grep -vE '^\s*(#|$)' "$HERE/accepted_$SUITE.txt" 2>/dev/null | awk '{print $1}' | sort)
@@ -100,5 +108,24 @@ unexpected=$(comm -23 <(echo "$only" | sed '/^$/d') <(echo "$accepted" | sed '/^
 echo "failing under scoot only: $(echo $only)"
 echo "diffs: $WORK/out-$SUITE-scoot/regression.diffs"
 crash=""; [ -f "$WORK/out-$SUITE-scoot/CRASHED" ] && crash=" SERVER CRASH"
+# ScootScan (scoot.custom_scan = on, the default): every test's output must equal the plain-scan
+# run's except in query plans (EXPLAIN shows "Custom Scan (ScootScan)" where heap shows a Seq
+# Scan); any other difference counts as unexpected
+if [ "$SUITE" = regress ] && [ "${CUSTOM_SCAN_CHECK:-1}" = 1 ]; then
+  run scoot customscan "scoot.custom_scan = on" >/dev/null
+  [ -f "$WORK/out-$SUITE-customscan/CRASHED" ] && crash="$crash SERVER CRASH (custom scan)"
+  cs_diff=0
+  for f in "$WORK/out-$SUITE-scoot/results/"*.out; do
+    t=$(basename "$f" .out); g=$WORK/out-$SUITE-customscan/results/$t.out
+    [ -f "$g" ] || continue
+    cmp -s "$f" "$g" && continue
+    cs_diff=$((cs_diff + 1))
+    if ! diff -U3 "$f" "$g" | python3 "$HERE/plan_only.py" &&
+       ! grep -qE "^$t\b" "$HERE/accepted_customscan.txt"; then
+      unexpected="$unexpected customscan:$t"
+    fi
+  done
+  echo "custom scan: $cs_diff tests differ from plain scans, in plans only unless listed as customscan:<test>"
+fi
 echo "$SUITE: scoot $ap passed, $af failed; heap $hp passed, $hf failed; unexpected: ${unexpected:-none}$crash"
 [ -z "$unexpected" ] && [ -z "$crash" ]

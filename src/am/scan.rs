@@ -55,6 +55,13 @@ pub struct ScanState {
     td: pg_sys::TupleDesc,
     /// block-at-a-time mode allowed (MVCC snapshot or image, page mode not disabled)
     pagemode: bool,
+    /// ScootScan (see [`set_columns`]): the columns read and not read (0-based), and how many
+    /// leading columns a batch copies on entering a block
+    cols: Vec<usize>,
+    nocols: Vec<usize>,
+    eager: usize,
+    /// the slot whose `nocols` are NULL already
+    nulls_set: *mut pg_sys::TupleTableSlot,
 }
 
 /// A palloc'd holder whose memory-context callback drops the Rust state if the scan is never
@@ -179,6 +186,10 @@ pub unsafe extern "C-unwind" fn scan_begin(
             bidx: 0,
             td: (*rel).rd_att,
             pagemode: false,
+            cols: Vec::new(),
+            nocols: Vec::new(),
+            eager: 0,
+            nulls_set: std::ptr::null_mut(),
         });
         {
             let st = state(scan as pg_sys::TableScanDesc);
@@ -327,10 +338,37 @@ unsafe fn seek_batch(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     unsafe {
-        let rel = (*scan).rs_rd;
+        let Some((lb, r)) = advance(scan, forward, slot) else { return false };
+        let st = state(scan);
+        let s = st.batch.rows[r];
+        crate::storage::slot::store_batch_row(
+            slot,
+            &mut *st.batch,
+            r,
+            crate::storage::tid_of(lb, s),
+            (*(*scan).rs_rd).rd_id,
+        );
+        true
+    }
+}
+
+/// Moves a block-at-a-time scan to its next row in direction `forward`: (local block, index
+/// in the batch), or None at the end. `slot` (may be null) is cleared before a new block is
+/// entered: its row is about to be replaced, the batch need not materialize it.
+unsafe fn advance(
+    scan: pg_sys::TableScanDesc,
+    forward: bool,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> Option<(u32, usize)> {
+    unsafe {
         let st = state(scan);
         let n = st.blocks.len() as isize;
         let dir: isize = if forward { 1 } else { -1 };
+        let clear = |slot: *mut pg_sys::TupleTableSlot| {
+            if !slot.is_null() {
+                ffi::exec_clear_tuple(slot);
+            }
+        };
         // (block index, row index in the batch); a block index whose batch is not loaded yet
         // is entered first
         let (mut bi, mut idx, mut enter) = match st.pos {
@@ -341,7 +379,7 @@ unsafe fn seek_batch(
                 // the batch was given up (a non-batch read in between): re-enter the block
                 // and continue after (or before) slot s
                 let b = b as isize;
-                ffi::exec_clear_tuple(slot);
+                clear(slot);
                 enter_block(scan, st.blocks[b as usize]);
                 let rows = &st.batch.rows;
                 let i = if forward {
@@ -353,35 +391,106 @@ unsafe fn seek_batch(
             }
             Pos::Start if forward => (-1, 0, true),
             Pos::End if !forward => (n, 0, true),
-            _ => return false,
+            _ => return None,
         };
         loop {
             if !enter && idx >= 0 && (idx as usize) < st.batch.len() {
                 let r = idx as usize;
-                let lb = st.blocks[bi as usize];
-                let s = st.batch.rows[r];
-                crate::storage::slot::store_batch_row(
-                    slot,
-                    &mut *st.batch,
-                    r,
-                    crate::storage::tid_of(lb, s),
-                    (*rel).rd_id,
-                );
-                st.pos = Pos::At(bi as usize, s);
+                st.pos = Pos::At(bi as usize, st.batch.rows[r]);
                 st.bidx = r;
-                return true;
+                return Some((st.blocks[bi as usize], r));
             }
             enter = false;
             bi += dir;
             if bi < 0 || bi >= n {
                 st.pos = if forward { Pos::End } else { Pos::Start };
-                return false;
+                return None;
             }
-            // the slot's row is about to be replaced: do not make the batch materialize it
-            ffi::exec_clear_tuple(slot);
+            clear(slot);
             enter_block(scan, st.blocks[bi as usize]);
             idx = if forward { 0 } else { st.batch.len() as isize - 1 };
         }
+    }
+}
+
+/// Restricts the scan to the columns whose `mask` entry is set (the ScootScan custom scan,
+/// which knows the columns its query reads): block batches copy exactly those, on entering a
+/// block, and leave the others NULL.
+pub fn set_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
+    let st = state(scan);
+    st.batch.mask = mask.to_vec();
+    st.cols = (0..mask.len()).filter(|&i| mask[i]).collect();
+    st.nocols = (0..mask.len()).filter(|&i| !mask[i]).collect();
+    st.eager = st.cols.last().map(|&i| i + 1).unwrap_or(0);
+}
+
+/// ScootScan's read (after [`set_columns`]): the next row into PostgreSQL's *virtual* scan slot
+/// (PostgreSQL 15 gives a custom scan no say over its scan slot type; its compiled quals read a
+/// virtual slot's values without asking for them). The columns read are set from the batch,
+/// the others NULL; by-reference values point into the batch, which stays until the scan
+/// moves to the next block, when the slot's row is replaced anyway.
+pub unsafe fn next_into_virtual(
+    scan: pg_sys::TableScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+    forward: bool,
+) -> bool {
+    unsafe {
+        if !state(scan).pagemode {
+            // not an MVCC snapshot: the row-at-a-time path fills every column
+            let found = if (*scan).rs_parallel.is_null() {
+                seek(scan, forward, slot)
+            } else {
+                next_parallel(scan, slot)
+            };
+            if found {
+                ffi::pgstat_count_getnext((*scan).rs_rd);
+            } else {
+                ffi::exec_clear_tuple(slot);
+            }
+            return found;
+        }
+        ffi::exec_clear_tuple(slot);
+        let next = if (*scan).rs_parallel.is_null() {
+            advance(scan, forward, std::ptr::null_mut())
+        } else {
+            advance_parallel(scan, std::ptr::null_mut())
+        };
+        let Some((lb, r)) = next else { return false };
+        let st = state(scan);
+        let b = &st.batch;
+        let values = (*slot).tts_values;
+        let isnull = (*slot).tts_isnull;
+        let have = b.ncols();
+        for &i in &st.cols {
+            if i < have {
+                let (d, n) = b.value(i, r);
+                *values.add(i) = d;
+                *isnull.add(i) = n;
+            }
+        }
+        // the columns not read are NULL; nothing else writes this slot's arrays, so once per
+        // slot is enough (unless missing values were filled in for the previous row)
+        if st.nulls_set != slot {
+            for &i in &st.nocols {
+                *values.add(i) = pg_sys::Datum::from(0usize);
+                *isnull.add(i) = true;
+            }
+            st.nulls_set = slot;
+        }
+        let natts = (*(*slot).tts_tupleDescriptor).natts;
+        if (b.block_natts as i32) < natts {
+            // columns added after the block was written: their missing values
+            pg_sys::slot_getmissingattrs(slot, b.block_natts as i32, natts);
+            st.nulls_set = std::ptr::null_mut();
+        }
+        (*slot).tts_tid = crate::storage::tid_of(lb, b.rows[r]);
+        (*slot).tts_tableOid = (*(*scan).rs_rd).rd_id;
+        // ExecStoreVirtualTuple, inline (a per-row call through pgrx's FFI guard costs a
+        // sigsetjmp)
+        (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
+        (*slot).tts_nvalid = natts as i16;
+        ffi::pgstat_count_getnext((*scan).rs_rd);
+        true
     }
 }
 
@@ -415,6 +524,7 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
                     st.batch.push(sl, h);
                 }
             }
+            st.batch.fill(blk, td, st.eager);
             return;
         }
         super::index::maybe_prune_block(rel, st.t, lb);
@@ -451,6 +561,7 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
                 st.batch.push(sl, h);
             }
         }
+        st.batch.fill(l.blk, td, st.eager);
     }
 }
 
@@ -630,26 +741,35 @@ unsafe fn next_parallel_batch(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     unsafe {
+        let Some((b, r)) = advance_parallel(scan, slot) else { return false };
+        let st = state(scan);
+        let sl = st.batch.rows[r];
+        crate::storage::slot::store_batch_row(
+            slot,
+            &mut *st.batch,
+            r,
+            crate::storage::tid_of(b, sl),
+            (*(*scan).rs_rd).rd_id,
+        );
+        true
+    }
+}
+
+/// [`advance`] for parallel scans: (local block, index in the batch) of the next row.
+unsafe fn advance_parallel(
+    scan: pg_sys::TableScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> Option<(u32, usize)> {
+    unsafe {
         let rel = (*scan).rs_rd;
         let st = state(scan);
         let pb = (*scan).rs_parallel as pg_sys::ParallelBlockTableScanDesc;
         loop {
             if let Some((b, s)) = st.pcur {
-                if st.batch.lb == b {
-                    // s: the next index in the batch
-                    let r = s as usize;
-                    if r < st.batch.len() {
-                        let sl = st.batch.rows[r];
-                        crate::storage::slot::store_batch_row(
-                            slot,
-                            &mut *st.batch,
-                            r,
-                            crate::storage::tid_of(b, sl),
-                            (*rel).rd_id,
-                        );
-                        st.pcur = Some((b, s + 1));
-                        return true;
-                    }
+                // s: the next index in the batch
+                if st.batch.lb == b && (s as usize) < st.batch.len() {
+                    st.pcur = Some((b, s + 1));
+                    return Some((b, s as usize));
                 }
                 st.pcur = None;
             }
@@ -659,12 +779,14 @@ unsafe fn next_parallel_batch(
             }
             let b = pg_sys::table_block_parallelscan_nextpage(rel, &mut st.pworker, pb);
             if b == pg_sys::InvalidBlockNumber || b >= (*pb).phs_nblocks {
-                return false;
+                return None;
             }
             if st.img.is_none() && b >= tabledir::nlocal(st.t) {
                 continue;
             }
-            ffi::exec_clear_tuple(slot);
+            if !slot.is_null() {
+                ffi::exec_clear_tuple(slot);
+            }
             enter_block(scan, b);
             st.pcur = Some((b, 0));
         }

@@ -50,6 +50,9 @@ pub struct Batch {
     slots: Vec<*mut pg_sys::TupleTableSlot>,
     pub extend: Option<ExtendFn>,
     pub ctx: *mut c_void,
+    /// Columns read (by attribute number - 1; empty: all). The others are returned as NULL:
+    /// set by a scan whose query never looks at them.
+    pub mask: Vec<bool>,
 }
 
 impl Default for Batch {
@@ -69,6 +72,7 @@ impl Default for Batch {
             slots: Vec::new(),
             extend: None,
             ctx: std::ptr::null_mut(),
+            mask: Vec::new(),
         }
     }
 }
@@ -122,6 +126,12 @@ impl Batch {
             let c = b.col(i);
             self.vals.reserve(self.rows.len());
             self.nulls.reserve(self.rows.len());
+            if !self.mask.is_empty() && !self.mask.get(i).copied().unwrap_or(true) {
+                let n = self.rows.len();
+                self.vals.resize(self.vals.len() + n, pg_sys::Datum::from(0usize));
+                self.nulls.resize(self.nulls.len() + n, true);
+                continue;
+            }
             match c.kind {
                 KIND_FIXED if c.byval != 0 => self.fill_byval(b, c),
                 KIND_DEC64 | KIND_DEC128 => unsafe { self.fill_memo(b, c, row::short_ok(td, i)) },

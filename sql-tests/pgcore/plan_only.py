@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Reads a unified diff of one regression test's output (plain scans vs the ScootScan custom scan)
+on stdin; exits 0 if every changed line belongs to a query plan, 1 (printing the first offending
+lines) otherwise.
+
+A changed line is plan text when it is a plan node, plan property or EXPLAIN framing: node names
+("Custom Scan (ScootScan)", "Seq Scan", joins, sorts, aggregates, ...), properties ("Filter:",
+"Scoot Columns:", "Output:", ...), the "QUERY PLAN" header and its dashes, "(N rows)" footers of
+EXPLAIN results, the JSON/XML/YAML keys EXPLAIN prints, and the column headers of the core suite's
+plan-printing helper functions (explain_filter, explain_sq_limit, ...). Result rows, errors and notices are
+never plan text, so a wrong answer or a new error is reported."""
+import re
+import sys
+
+PLAN = re.compile(
+    r"(Scan\b|Scoot Columns|QUERY PLAN|^\s*-+\s*$|^\s*\(\d+ rows?\)\s*$|^\s*->|"
+    r"^\s*(Filter|Output|Sort Key|Group Key|Hash Cond|Merge Cond|Join Filter|Index Cond|Recheck Cond|"
+    r"TID Cond|One-Time Filter|Presorted Key|Workers Planned|Workers Launched|Rows Removed by Filter|"
+    r"Cache Key|Cache Mode|Hits|Subplans Removed|Sampling|Run Condition|Replaces|Heap Fetches|"
+    r"Partial Mode|Strategy|Parallel Aware|Async Capable|Custom Plan Provider|Relation Name|Alias|"
+    r"Node Type|Parent Relationship|Plans|Plan|Scoot Columns Read|Scoot Columns Total|Schema|Single Copy|"
+    r"Inner Unique|Join Type|Startup Cost|Total Cost|Plan Rows|Plan Width|Actual [A-Za-z ]+|Workers|"
+    r"Sort Method|Sort Space [A-Za-z]+|Peak Memory Usage|Batches|Buckets|Memory Usage)\b|"
+    r"^\s*[\[\]{}],?\s*\+?$|^\s*\"[A-Za-z /-]+\": |^\s*</?[A-Za-z-]+[\s>]|"
+    r"^\s*(- )?(?!(ERROR|WARNING|NOTICE|DETAIL|HINT|CONTEXT|LINE \d+|INFO|STATEMENT|QUERY):)[A-Z][A-Za-z -]*:( |\s*\+?$)|"
+    r"^\s*explain_\w+\s*$|\b(Hash|Merge)( \w+)? Join\b|\bNested Loop( \w+)?( Join)?\b|"
+    r"\b(Aggregate|HashAggregate|GroupAggregate|Gather|Gather Merge|Sort|Incremental Sort|Hash|"
+    r"Hash Join|Merge Join|Nested Loop|Materialize|Memoize|Append|Merge Append|Result|Unique|Limit|"
+    r"WindowAgg|SubPlan \d+|InitPlan \d+|Subquery Scan|ProjectSet|LockRows|SetOp|HashSetOp|"
+    r"Recursive Union|Group)\b)"
+)
+
+bad = []
+for line in sys.stdin:
+    line = line.rstrip("\n")
+    if line.startswith(("+++", "---", "@@")) or not line[:1] in "+-":
+        continue
+    body = line[1:]
+    if not body.strip() or PLAN.search(body):
+        continue
+    bad.append(line)
+if bad:
+    for l in bad[:5]:
+        print("   ", l[:160])
+    sys.exit(1)

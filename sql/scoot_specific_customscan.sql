@@ -1,0 +1,148 @@
+-- ScootScan, the custom scan for read-only queries on scoot tables: which
+-- plans get it (EXPLAIN shows the columns it reads), which do not (writes,
+-- row locks, xmin/xmax, scoot.custom_scan = off), and a differential check:
+-- random column subsets and predicates over data with NULLs answer exactly
+-- as the same query on a heap copy and with scoot.custom_scan = off.
+SET client_min_messages = notice;
+SET jit = off;
+SET max_parallel_workers_per_gather = 0;
+
+CREATE TABLE cs_s (id int, a int, b int8, n numeric(12,2), w numeric(30,6), c char(2), v varchar(8),
+                   t text, d date, ts timestamp, f float8, ok bool) USING scoot;
+CREATE TABLE cs_h (LIKE cs_s) USING heap;
+INSERT INTO cs_h
+SELECT i,
+       CASE WHEN i % 13 = 0 THEN NULL ELSE (i * 7919) % 1000 - 500 END,
+       CASE WHEN i % 17 = 0 THEN NULL ELSE i::int8 * 1000003 % 99991 END,
+       CASE WHEN i % 11 = 0 THEN NULL ELSE ((i * 31) % 20000) / 100.0 - 50 END,
+       CASE WHEN i % 19 = 0 THEN NULL ELSE (i::int8 * 104729 % 1000003) / 7.0 END,
+       CASE WHEN i % 7 = 0 THEN NULL ELSE chr(65 + i % 5) || chr(65 + i % 3) END,
+       CASE WHEN i % 23 = 0 THEN NULL ELSE 'v' || (i % 50) END,
+       CASE WHEN i % 29 = 0 THEN NULL ELSE repeat('t', i % 7) || (i % 300) END,
+       CASE WHEN i % 31 = 0 THEN NULL ELSE date '2020-01-01' + (i % 900) END,
+       CASE WHEN i % 37 = 0 THEN NULL ELSE timestamp '2020-01-01' + (i % 5000) * interval '17 minutes' END,
+       CASE WHEN i % 41 = 0 THEN NULL ELSE ((i * 13) % 1000) / 8.0 END,
+       CASE WHEN i % 43 = 0 THEN NULL ELSE i % 3 = 0 END
+FROM generate_series(1, 30000) i;
+INSERT INTO cs_s SELECT * FROM cs_h;
+UPDATE cs_s SET a = a + 1 WHERE id % 10 = 0;
+UPDATE cs_h SET a = a + 1 WHERE id % 10 = 0;
+DELETE FROM cs_s WHERE id % 97 = 0;
+DELETE FROM cs_h WHERE id % 97 = 0;
+ANALYZE cs_s;
+ANALYZE cs_h;
+
+-- plans: the columns read
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s;
+EXPLAIN (COSTS OFF) SELECT sum(n) FROM cs_s WHERE d >= '2021-01-01';
+EXPLAIN (COSTS OFF) SELECT c, count(*), avg(w) FROM cs_s WHERE t LIKE 'tt%' GROUP BY c;
+EXPLAIN (COSTS OFF) SELECT s FROM cs_s s WHERE id = 5;
+EXPLAIN (COSTS OFF) SELECT ctid, tableoid::regclass, id FROM cs_s WHERE id < 3;
+EXPLAIN (COSTS OFF) SELECT s.id, h.t FROM cs_s s JOIN cs_h h USING (id) WHERE s.a > 400;
+EXPLAIN (COSTS OFF, FORMAT JSON) SELECT sum(a) FROM cs_s WHERE ok;
+-- not for: xmin/xmax, row locks, writes, scoot.custom_scan = off
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE xmin::text <> '0';
+EXPLAIN (COSTS OFF) SELECT id FROM cs_s WHERE a = 1 FOR UPDATE;
+EXPLAIN (COSTS OFF) UPDATE cs_s SET a = a WHERE b = 1;
+EXPLAIN (COSTS OFF) DELETE FROM cs_s WHERE id IN (SELECT a FROM cs_s WHERE b = 1);
+SET scoot.custom_scan = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s;
+RESET scoot.custom_scan;
+-- enable_seqscan = off applies to it (an index scan is chosen instead)
+CREATE INDEX cs_s_id ON cs_s (id);
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT a FROM cs_s WHERE id = 5;
+RESET enable_seqscan;
+-- point lookups keep the index
+EXPLAIN (COSTS OFF) SELECT a FROM cs_s WHERE id = 5;
+-- cursors move both ways (as over a Seq Scan, without SCROLL)
+BEGIN;
+EXPLAIN (COSTS OFF) SELECT id, n, t FROM cs_s WHERE id % 1000 = 1;
+DECLARE cc CURSOR FOR SELECT id, n, t FROM cs_s WHERE id % 1000 = 1;
+FETCH 3 FROM cc;
+FETCH BACKWARD 2 FROM cc;
+FETCH 30 FROM cc;
+FETCH BACKWARD 3 FROM cc;
+COMMIT;
+-- parallel-aware
+SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+EXPLAIN (COSTS OFF) SELECT c, sum(n) FROM cs_s GROUP BY c;
+SELECT c, sum(n), count(*), count(t) FROM cs_s GROUP BY c ORDER BY c;
+SELECT c, sum(n), count(*), count(t) FROM cs_h GROUP BY c ORDER BY c;
+SET max_parallel_workers_per_gather = 0;
+
+-- the answers: random column subsets and predicates, ScootScan vs heap vs a plain Seq Scan
+CREATE FUNCTION cs_check(n int, seed float8) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  cols text[] := ARRAY['id','a','b','n','w','c','v','t','d','ts','f','ok'];
+  preds text[] := ARRAY[
+    'a > %s', 'a BETWEEN %s AND %s + 200', 'a IS NULL', 'b < %s * 100', 'n >= %s / 10.0',
+    'n IS NOT NULL AND n < %s / 7.0', 'w > %s * 3', 'c = ''AB''', 'c IN (''BA'', ''CC'', ''EB'')',
+    'v LIKE ''v1%%''', 't LIKE ''tt%%''', 't IS NULL', 'd < date ''2020-06-01'' + %s',
+    'ts >= timestamp ''2020-02-01'' + %s * interval ''1 hour''', 'f < %s / 4.0', 'ok',
+    'NOT ok', 'ok IS NULL', 'id %% 7 = 3', 'coalesce(a, 0) + coalesce(n, 0) > %s'];
+  live text[];
+  i int; k int; sel text; pred text; q_s text; q_h text; r_s text; r_h text; r_off text;
+  checked int := 0; plans int := 0; p text;
+BEGIN
+  PERFORM setseed(seed);
+  -- columns dropped meanwhile are left out
+  SELECT array_agg(attname::text ORDER BY attnum) INTO live FROM pg_attribute
+   WHERE attrelid = 'cs_s'::regclass AND attnum > 0 AND NOT attisdropped;
+  cols := ARRAY(SELECT x FROM unnest(cols) x WHERE x = ANY (live));
+  preds := ARRAY(SELECT x FROM unnest(preds) x
+                  WHERE split_part(x, ' ', 1) = ANY (live || ARRAY['NOT', 'coalesce(a,']));
+  FOR i IN 1..n LOOP
+    sel := '';
+    FOR k IN 1..array_length(cols, 1) LOOP
+      IF random() < 0.3 THEN sel := sel || ', ' || cols[k]; END IF;
+    END LOOP;
+    pred := format(preds[1 + floor(random() * array_length(preds, 1))::int],
+                   floor(random() * 1000 - 500)::int, floor(random() * 1000 - 500)::int);
+    IF random() < 0.4 THEN
+      pred := pred || ' AND ' || format(preds[1 + floor(random() * array_length(preds, 1))::int],
+                                        floor(random() * 1000)::int, floor(random() * 1000)::int);
+    END IF;
+    IF random() < 0.3 THEN
+      -- an aggregate over the selected columns
+      q_s := format('SELECT count(*), count(t), sum(a), sum(n), max(t), min(d), sum(f) FROM cs_s WHERE %s', pred);
+    ELSE
+      q_s := format('SELECT id%s FROM cs_s WHERE %s', sel, pred);
+    END IF;
+    q_h := replace(q_s, 'cs_s', 'cs_h');
+    EXECUTE format('SELECT md5(coalesce(string_agg(x::text, ''|'' ORDER BY x::text), '''')) || count(*) FROM (%s) x', q_s) INTO r_s;
+    EXECUTE format('SELECT md5(coalesce(string_agg(x::text, ''|'' ORDER BY x::text), '''')) || count(*) FROM (%s) x', q_h) INTO r_h;
+    FOR p IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q_s LOOP
+      IF p LIKE '%ScootScan%' THEN plans := plans + 1; END IF;
+    END LOOP;
+    SET LOCAL scoot.custom_scan = off;
+    EXECUTE format('SELECT md5(coalesce(string_agg(x::text, ''|'' ORDER BY x::text), '''')) || count(*) FROM (%s) x', q_s) INTO r_off;
+    SET LOCAL scoot.custom_scan = on;
+    IF r_s <> r_h OR r_s <> r_off THEN
+      RAISE EXCEPTION 'query % differs: scoot % heap % plain %', q_s, r_s, r_h, r_off;
+    END IF;
+    checked := checked + 1;
+  END LOOP;
+  RETURN format('%s queries agree (%s planned with ScootScan)', checked, CASE WHEN plans >= checked * 9 / 10 THEN 'most' ELSE 'FEW: ' || plans END);
+END $$;
+BEGIN;
+SELECT cs_check(300, 0.42);
+COMMIT;
+-- the same after VACUUM (all-visible blocks skip per-row visibility) and after a column
+-- was added with a default and one dropped
+VACUUM cs_s;
+VACUUM cs_h;
+ALTER TABLE cs_s ADD COLUMN extra int DEFAULT 5;
+ALTER TABLE cs_h ADD COLUMN extra int DEFAULT 5;
+ALTER TABLE cs_s DROP COLUMN v;
+ALTER TABLE cs_h DROP COLUMN v;
+EXPLAIN (COSTS OFF) SELECT * FROM cs_s WHERE extra > 5;
+SELECT sum(extra), count(extra) FROM cs_s WHERE a > 0;
+SELECT sum(extra), count(extra) FROM cs_h WHERE a > 0;
+BEGIN;
+SELECT cs_check(200, 0.17);
+COMMIT;
+
+DROP FUNCTION cs_check;
+DROP TABLE cs_s, cs_h;

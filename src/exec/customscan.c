@@ -1,0 +1,419 @@
+/*
+ * ScootScan: the CustomScan for analytic reads of scoot tables (planner path, plan, executor
+ * node, EXPLAIN, parallel DSM), in C like the other executor hooks (src/ffi/shim.c) so that no
+ * Rust frame sits between PostgreSQL's executor and the node: errors unwind through C only.
+ *
+ * What it adds over a plain Seq Scan today: projection pushdown. The planner knows which columns
+ * the query reads from the relation (its target list and restriction clauses); the node hands
+ * that set to the scoot table scan (scoot_scan_set_columns, Rust: src/exec/mod.rs), whose block
+ * batches then copy only those columns and leave the others NULL. The node's own target list may
+ * be the planner's "physical" one (all columns); nothing above the node reads a column the
+ * planner did not ask for, so those NULLs are never seen. A whole-row reference reads all.
+ * Quals and projection are PostgreSQL's own (ExecScan). The table scan underneath is the scoot
+ * table AM's, so OLAP snapshot images, visibility and block batches work exactly as for a
+ * Seq Scan. Parallel-aware like nodeSeqscan.c (the AM's parallel block scan).
+ *
+ * Only read-only SELECTs without row marks get the path (the scanned rows never feed a write);
+ * `SET scoot.custom_scan = off` returns to plain scans.
+ */
+#include "postgres.h"
+
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_class.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "nodes/extensible.h"
+#include "nodes/pg_list.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
+#include "optimizer/restrictinfo.h"
+#include "access/sysattr.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+/* Rust side (src/exec/mod.rs) */
+extern bool scoot_custom_scan_enabled(void);
+extern bool scoot_relation_is_scoot(Relation rel);
+extern void scoot_scan_set_columns(TableScanDesc scan, const bool *mask, int natts);
+extern bool scoot_scan_next_virtual(TableScanDesc scan, TupleTableSlot *slot, bool forward);
+
+void		scoot_install_custom_scan(void);
+
+static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
+
+typedef struct ScootScanState
+{
+	CustomScanState css;
+	TableScanDesc scan;
+	bool	   *mask;			/* columns read, by attribute number - 1 */
+	int			natts;
+} ScootScanState;
+
+static Plan *scoot_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
+							 List *tlist, List *clauses, List *custom_plans);
+static Node *scoot_create_state(CustomScan *cscan);
+static void scoot_begin(CustomScanState *node, EState *estate, int eflags);
+static TupleTableSlot *scoot_exec(CustomScanState *node);
+static void scoot_end(CustomScanState *node);
+static void scoot_rescan(CustomScanState *node);
+static void scoot_explain(CustomScanState *node, List *ancestors, ExplainState *es);
+static Size scoot_estimate_dsm(CustomScanState *node, ParallelContext *pcxt);
+static void scoot_init_dsm(CustomScanState *node, ParallelContext *pcxt, void *coordinate);
+static void scoot_reinit_dsm(CustomScanState *node, ParallelContext *pcxt, void *coordinate);
+static void scoot_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate);
+
+static const CustomPathMethods scoot_path_methods = {
+	.CustomName = "ScootScan",
+	.PlanCustomPath = scoot_plan_path,
+};
+
+static const CustomScanMethods scoot_scan_methods = {
+	.CustomName = "ScootScan",
+	.CreateCustomScanState = scoot_create_state,
+};
+
+static const CustomExecMethods scoot_exec_methods = {
+	.CustomName = "ScootScan",
+	.BeginCustomScan = scoot_begin,
+	.ExecCustomScan = scoot_exec,
+	.EndCustomScan = scoot_end,
+	.ReScanCustomScan = scoot_rescan,
+	.EstimateDSMCustomScan = scoot_estimate_dsm,
+	.InitializeDSMCustomScan = scoot_init_dsm,
+	.ReInitializeDSMCustomScan = scoot_reinit_dsm,
+	.InitializeWorkerCustomScan = scoot_init_worker,
+	.ExplainCustomScan = scoot_explain,
+};
+
+/* The columns (attribute numbers) the query reads from `rel`; NIL with *all set for all. */
+static List *
+needed_columns(RelOptInfo *rel, int natts, bool *all, bool *sysattrs)
+{
+	Bitmapset  *attrs = NULL;
+	ListCell   *lc;
+	List	   *cols = NIL;
+	int			k;
+
+	pull_varattnos((Node *) rel->reltarget->exprs, rel->relid, &attrs);
+	foreach(lc, rel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+
+		pull_varattnos((Node *) ri->clause, rel->relid, &attrs);
+	}
+	*all = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, attrs);
+	/* the node's scan slot is virtual: no xmin/xmax/cmin/cmax (ctid and tableoid work) */
+	*sysattrs = bms_is_member(MinTransactionIdAttributeNumber - FirstLowInvalidHeapAttributeNumber, attrs) ||
+		bms_is_member(MaxTransactionIdAttributeNumber - FirstLowInvalidHeapAttributeNumber, attrs) ||
+		bms_is_member(MinCommandIdAttributeNumber - FirstLowInvalidHeapAttributeNumber, attrs) ||
+		bms_is_member(MaxCommandIdAttributeNumber - FirstLowInvalidHeapAttributeNumber, attrs);
+	k = -1;
+	while ((k = bms_next_member(attrs, k)) >= 0)
+	{
+		int			attno = k + FirstLowInvalidHeapAttributeNumber;
+
+		if (attno > 0 && attno <= natts)
+			cols = lappend_int(cols, attno);
+	}
+	return cols;
+}
+
+/* costsize.c's get_parallel_divisor (static there) */
+static double
+parallel_divisor(int workers)
+{
+	double		divisor = workers;
+
+	if (parallel_leader_participation)
+	{
+		double		leader = 1.0 - (0.3 * workers);
+
+		if (leader > 0)
+			divisor += leader;
+	}
+	return divisor;
+}
+
+/*
+ * A seq scan's cost with the disk part scaled by the share of columns read (PAX blocks keep
+ * columns apart), a little below a Seq Scan's when every column is read so that the node, which
+ * costs the same then, is chosen consistently.
+ */
+static void
+cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, int workers)
+{
+	double		share = natts > 0 ? (double) Max(ncols, 1) / natts : 1.0;
+	Cost		disk = seq_page_cost * rel->pages * share * 0.99;
+	Cost		cpu = (cpu_tuple_cost + rel->baserestrictcost.per_tuple) * rel->tuples;
+
+	if (workers > 0)
+	{
+		double		d = parallel_divisor(workers);
+
+		cpu /= d;
+		path->rows = clamp_row_est(rel->rows / d);
+	}
+	else
+		path->rows = rel->rows;
+	path->startup_cost = rel->baserestrictcost.startup + path->pathtarget->cost.startup;
+	/* it is a sequential scan: enable_seqscan = off applies to it too */
+	if (!enable_seqscan)
+		path->startup_cost += disable_cost;
+	path->total_cost = path->startup_cost + cpu + disk
+		+ path->pathtarget->cost.per_tuple * path->rows;
+}
+
+static CustomPath *
+make_path(PlannerInfo *root, RelOptInfo *rel, List *cols, bool all, int natts, int workers)
+{
+	CustomPath *cp = makeNode(CustomPath);
+
+	cp->path.pathtype = T_CustomScan;
+	cp->path.parent = rel;
+	cp->path.pathtarget = rel->reltarget;
+	cp->path.param_info = get_baserel_parampathinfo(root, rel, rel->lateral_relids);
+	cp->path.parallel_aware = workers > 0;
+	cp->path.parallel_safe = rel->consider_parallel;
+	cp->path.parallel_workers = workers;
+	cp->path.pathkeys = NIL;
+	/* cursors may move backwards (not in parallel: nor may a Parallel Seq Scan) */
+	cp->flags = workers > 0 ? 0 : CUSTOMPATH_SUPPORT_BACKWARD_SCAN;
+	/* custom_private: (all columns?, column list) */
+	cp->custom_private = list_make2(makeBoolean(all), cols);
+	cp->methods = &scoot_path_methods;
+	cost_path(root, rel, &cp->path, all ? natts : list_length(cols), natts, workers);
+	return cp;
+}
+
+static void
+scoot_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *rte)
+{
+	Relation	r;
+	bool		is_scoot;
+	int			natts;
+	List	   *cols;
+	bool		all;
+	bool		sysattrs;
+
+	if (prev_set_rel_pathlist)
+		prev_set_rel_pathlist(root, rel, rti, rte);
+	if (!scoot_custom_scan_enabled())
+		return;
+	if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_RELATION || rte->inh ||
+		rte->tablesample != NULL)
+		return;
+	if (rel->reloptkind != RELOPT_BASEREL && rel->reloptkind != RELOPT_OTHER_MEMBER_REL)
+		return;
+	/* read-only statements only: scanned rows never feed a write or a row lock */
+	if (root->parse->commandType != CMD_SELECT || root->parse->rowMarks != NIL)
+		return;
+	r = table_open(rte->relid, NoLock);
+	is_scoot = scoot_relation_is_scoot(r);
+	natts = RelationGetDescr(r)->natts;
+	table_close(r, NoLock);
+	if (!is_scoot)
+		return;
+
+	cols = needed_columns(rel, natts, &all, &sysattrs);
+	if (sysattrs)
+		return;
+	add_path(rel, (Path *) make_path(root, rel, cols, all, natts, 0));
+	if (rel->consider_parallel && rel->lateral_relids == NULL)
+	{
+		int			workers = compute_parallel_worker(rel, rel->pages, -1,
+													  max_parallel_workers_per_gather);
+
+		if (workers > 0)
+			add_partial_path(rel, (Path *) make_path(root, rel, cols, all, natts, workers));
+	}
+}
+
+static Plan *
+scoot_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
+				List *tlist, List *clauses, List *custom_plans)
+{
+	CustomScan *cs = makeNode(CustomScan);
+
+	cs->methods = &scoot_scan_methods;
+	cs->scan.plan.targetlist = tlist;
+	cs->scan.plan.qual = extract_actual_clauses(clauses, false);
+	cs->scan.scanrelid = rel->relid;
+	cs->flags = best_path->flags;
+	cs->custom_private = best_path->custom_private;
+	return &cs->scan.plan;
+}
+
+static Node *
+scoot_create_state(CustomScan *cscan)
+{
+	ScootScanState *s = (ScootScanState *) newNode(sizeof(ScootScanState), T_CustomScanState);
+
+	s->css.methods = &scoot_exec_methods;
+	return (Node *) s;
+}
+
+static void
+scoot_begin(CustomScanState *node, EState *estate, int eflags)
+{
+	ScootScanState *s = (ScootScanState *) node;
+	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
+	Relation	rel = node->ss.ss_currentRelation;
+	bool		all = boolVal(linitial(cs->custom_private));
+	List	   *cols = (List *) lsecond(cs->custom_private);
+	ListCell   *lc;
+
+	s->natts = RelationGetDescr(rel)->natts;
+	s->mask = palloc0(sizeof(bool) * Max(s->natts, 1));
+	foreach(lc, cols)
+	{
+		int			attno = lfirst_int(lc);
+
+		if (attno > 0 && attno <= s->natts)
+			s->mask[attno - 1] = true;
+	}
+	if (all)
+		memset(s->mask, 1, sizeof(bool) * s->natts);
+}
+
+static void
+set_columns(ScootScanState *s)
+{
+	scoot_scan_set_columns(s->scan, s->mask, s->natts);
+}
+
+static TupleTableSlot *
+scoot_next(ScanState *ss)
+{
+	ScootScanState *s = (ScootScanState *) ss;
+	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
+
+	if (s->scan == NULL)
+	{
+		s->scan = table_beginscan(ss->ss_currentRelation, ss->ps.state->es_snapshot, 0, NULL);
+		set_columns(s);
+	}
+	if (scoot_scan_next_virtual(s->scan, slot,
+								ScanDirectionIsForward(ss->ps.state->es_direction)))
+		return slot;
+	return NULL;
+}
+
+static bool
+scoot_recheck(ScanState *ss, TupleTableSlot *slot)
+{
+	return true;
+}
+
+static TupleTableSlot *
+scoot_exec(CustomScanState *node)
+{
+	return ExecScan(&node->ss, (ExecScanAccessMtd) scoot_next, (ExecScanRecheckMtd) scoot_recheck);
+}
+
+static void
+scoot_end(CustomScanState *node)
+{
+	ScootScanState *s = (ScootScanState *) node;
+
+	if (node->ss.ps.ps_ResultTupleSlot)
+		ExecClearTuple(node->ss.ps.ps_ResultTupleSlot);
+	ExecClearTuple(node->ss.ss_ScanTupleSlot);
+	if (s->scan)
+		table_endscan(s->scan);
+	s->scan = NULL;
+}
+
+static void
+scoot_rescan(CustomScanState *node)
+{
+	ScootScanState *s = (ScootScanState *) node;
+
+	if (s->scan)
+		table_rescan(s->scan, NULL);
+	ExecScanReScan(&node->ss);
+}
+
+static void
+scoot_explain(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	ScootScanState *s = (ScootScanState *) node;
+	Relation	rel = node->ss.ss_currentRelation;
+	TupleDesc	td = RelationGetDescr(rel);
+	StringInfoData buf;
+	int			n = 0,
+				live = 0,
+				i;
+
+	initStringInfo(&buf);
+	for (i = 0; i < s->natts; i++)
+	{
+		Form_pg_attribute a = TupleDescAttr(td, i);
+
+		if (a->attisdropped)
+			continue;
+		live++;
+		if (!s->mask[i])
+			continue;
+		if (n++ > 0)
+			appendStringInfoString(&buf, ", ");
+		appendStringInfoString(&buf, quote_identifier(NameStr(a->attname)));
+	}
+	if (n == 0)
+		appendStringInfoString(&buf, "(none)");
+	ExplainPropertyText("Scoot Columns", buf.data, es);
+	if (es->format != EXPLAIN_FORMAT_TEXT)
+	{
+		ExplainPropertyInteger("Scoot Columns Read", NULL, n, es);
+		ExplainPropertyInteger("Scoot Columns Total", NULL, live, es);
+	}
+}
+
+static Size
+scoot_estimate_dsm(CustomScanState *node, ParallelContext *pcxt)
+{
+	return table_parallelscan_estimate(node->ss.ss_currentRelation,
+									   node->ss.ps.state->es_snapshot);
+}
+
+static void
+scoot_init_dsm(CustomScanState *node, ParallelContext *pcxt, void *coordinate)
+{
+	ScootScanState *s = (ScootScanState *) node;
+	ParallelTableScanDesc pscan = (ParallelTableScanDesc) coordinate;
+
+	table_parallelscan_initialize(node->ss.ss_currentRelation, pscan,
+								  node->ss.ps.state->es_snapshot);
+	s->scan = table_beginscan_parallel(node->ss.ss_currentRelation, pscan);
+	set_columns(s);
+}
+
+static void
+scoot_reinit_dsm(CustomScanState *node, ParallelContext *pcxt, void *coordinate)
+{
+	table_parallelscan_reinitialize(node->ss.ss_currentRelation,
+									(ParallelTableScanDesc) coordinate);
+}
+
+static void
+scoot_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
+{
+	ScootScanState *s = (ScootScanState *) node;
+
+	s->scan = table_beginscan_parallel(node->ss.ss_currentRelation,
+									   (ParallelTableScanDesc) coordinate);
+	set_columns(s);
+}
+
+void
+scoot_install_custom_scan(void)
+{
+	RegisterCustomScanMethods(&scoot_scan_methods);
+	prev_set_rel_pathlist = set_rel_pathlist_hook;
+	set_rel_pathlist_hook = scoot_set_rel_pathlist;
+}

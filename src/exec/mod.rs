@@ -1,0 +1,56 @@
+//! Analytic execution over PAX blocks: *how analytic queries read scoot tables fast*.
+//!
+//! `customscan.c` is the ScootScan custom scan node (planner path, plan, executor node,
+//! EXPLAIN, parallel DSM; C, like the other executor hooks, so that errors unwind through C
+//! frames only). This module is its Rust side: the `scoot.custom_scan` switch and handing the
+//! set of columns a query reads to the table scan underneath (`am::scan::set_columns`), whose
+//! block batches then copy just those.
+use crate::{am, guc};
+use pgrx::pg_sys;
+
+unsafe extern "C" {
+    fn scoot_install_custom_scan();
+}
+
+/// Registers the custom scan and its planner hook (`_PG_init`, preloaded only).
+pub fn install() {
+    unsafe { scoot_install_custom_scan() }
+}
+
+/// Does the planner offer ScootScan paths (`scoot.custom_scan`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_custom_scan_enabled() -> bool {
+    let preloaded = unsafe { crate::PRELOADED };
+    preloaded && guc::CUSTOM_SCAN.get()
+}
+
+/// Is `rel` a scoot table?
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_relation_is_scoot(rel: pg_sys::Relation) -> bool {
+    am::is_scoot(rel)
+}
+
+/// The scan reads only the columns whose `mask` entry (by attribute number - 1) is set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_scan_set_columns(
+    scan: pg_sys::TableScanDesc,
+    mask: *const bool,
+    natts: i32,
+) {
+    unsafe {
+        let m = std::slice::from_raw_parts(mask, natts.max(0) as usize);
+        am::scan::set_columns(scan, m);
+    }
+}
+
+/// The next row (in direction `forward`) of a ScootScan into its virtual scan slot; false at
+/// the end.
+#[unsafe(no_mangle)]
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn scoot_scan_next_virtual(
+    scan: pg_sys::TableScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+    forward: bool,
+) -> bool {
+    crate::ffi::guard::boundary(|| unsafe { am::scan::next_into_virtual(scan, slot, forward) })
+}
