@@ -24,6 +24,11 @@ SELECT i,
        CASE WHEN i % 41 = 0 THEN NULL ELSE ((i * 13) % 1000) / 8.0 END,
        CASE WHEN i % 43 = 0 THEN NULL ELSE i % 3 = 0 END
 FROM generate_series(1, 30000) i;
+-- edge values: NaN, type bounds, infinite dates and timestamps
+INSERT INTO cs_h (id, a, b, n, w, d, ts) VALUES
+  (30001, 2147483647, 9223372036854775807, 'NaN', 'NaN', 'infinity', 'infinity'),
+  (30002, -2147483648, -9223372036854775808, -9999999999.99, -99999999999999999999999.999999, '-infinity', '-infinity'),
+  (30003, 0, 0, 0, 0, '2020-01-01', '2020-01-01');
 INSERT INTO cs_s SELECT * FROM cs_h;
 UPDATE cs_s SET a = a + 1 WHERE id % 10 = 0;
 UPDATE cs_h SET a = a + 1 WHERE id % 10 = 0;
@@ -40,6 +45,24 @@ EXPLAIN (COSTS OFF) SELECT s FROM cs_s s WHERE id = 5;
 EXPLAIN (COSTS OFF) SELECT ctid, tableoid::regclass, id FROM cs_s WHERE id < 3;
 EXPLAIN (COSTS OFF) SELECT s.id, h.t FROM cs_s s JOIN cs_h h USING (id) WHERE s.a > 400;
 EXPLAIN (COSTS OFF, FORMAT JSON) SELECT sum(a) FROM cs_s WHERE ok;
+-- block filters: column op constant on integer, date, timestamp and numeric columns
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE a >= 10 AND 100 > a AND d < '2021-06-01' AND n <= 12.5 AND ts > '2020-03-01' AND b = 5;
+-- not filters: other types, cross-type comparisons, expressions, a constant the column's scale
+-- cannot hold (n is numeric(12,2)), an unconstrained numeric
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE f < 3 AND a < 5::int8 AND a + 1 < 5 AND n < 0.125 AND t > 'x' AND n::numeric < 5.0;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE n < 0.120;
+SELECT count(*) FROM cs_s WHERE n > 199.5;
+SELECT count(*) FROM cs_h WHERE n > 199.5;
+SELECT count(*), min(id), max(id) FROM cs_s WHERE n >= 'NaN' OR w = 'NaN';
+SELECT count(*), min(id), max(id) FROM cs_h WHERE n >= 'NaN' OR w = 'NaN';
+SELECT count(*) FROM cs_s WHERE n < 'NaN' AND n >= -9999999999.99;
+SELECT count(*) FROM cs_h WHERE n < 'NaN' AND n >= -9999999999.99;
+SELECT id FROM cs_s WHERE a >= 2147483647 OR b <= -9223372036854775808 OR d > '2999-01-01' OR ts < '1900-01-01' ORDER BY id;
+SELECT id FROM cs_h WHERE a >= 2147483647 OR b <= -9223372036854775808 OR d > '2999-01-01' OR ts < '1900-01-01' ORDER BY id;
+SELECT id FROM cs_s WHERE d > '2999-01-01' ORDER BY id;
+SELECT id FROM cs_s WHERE ts < '1900-01-01' ORDER BY id;
+SELECT id FROM cs_s WHERE w < -99999999999999999999999 ORDER BY id;
+SELECT count(*) FROM cs_s WHERE n > 199.5 AND n < 199.50001;
 -- not for: xmin/xmax, row locks, writes, scoot.custom_scan = off
 EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE xmin::text <> '0';
 EXPLAIN (COSTS OFF) SELECT id FROM cs_s WHERE a = 1 FOR UPDATE;

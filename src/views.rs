@@ -175,7 +175,10 @@ fn row_versions(
 // ---------------------------------------------------------------- OLAP snapshots
 
 fn ts(t: i64) -> Option<pgrx::datum::TimestampWithTimeZone> {
-    (t != 0).then(|| unsafe { pgrx::datum::TimestampWithTimeZone::from_datum(pg_sys::Datum::from(t), false) })
+    (t != 0)
+        .then(|| unsafe {
+            pgrx::datum::TimestampWithTimeZone::from_datum(pg_sys::Datum::from(t), false)
+        })
         .flatten()
 }
 
@@ -283,7 +286,13 @@ fn snapshot_stats_info() -> TableIterator<
     let created = r.created.load(Ordering::Relaxed);
     let saves = c.saves.load(Ordering::Relaxed);
     let faults = r.uffd_faults.load(Ordering::Relaxed);
-    let avg = |tot: u64, n: u64, div: f64| if n == 0 { 0.0 } else { tot as f64 / n as f64 / div };
+    let avg = |tot: u64, n: u64, div: f64| {
+        if n == 0 {
+            0.0
+        } else {
+            tot as f64 / n as f64 / div
+        }
+    };
     let pid = r.worker_pid.load(Ordering::Acquire);
     let hc = cow::hist_summary(&c.hist_copy);
     let hf = cow::hist_summary(&c.hist_fault);
@@ -293,7 +302,8 @@ fn snapshot_stats_info() -> TableIterator<
         (pid != 0).then_some(pid),
         created as i64,
         r.released.load(Ordering::Relaxed) as i64,
-        (r.abandoned.load(Ordering::Relaxed) + c.abandoned_for_memory.load(Ordering::Relaxed)) as i64,
+        (r.abandoned.load(Ordering::Relaxed) + c.abandoned_for_memory.load(Ordering::Relaxed))
+            as i64,
         c.abandoned_for_memory.load(Ordering::Relaxed) as i64,
         r.gate_timeouts.load(Ordering::Relaxed) as i64,
         r.create_failures.load(Ordering::Relaxed) as i64,

@@ -7,8 +7,8 @@
 #
 #   sql-tests/pgcore/run.sh regress|isolation [heap|scoot|both]
 #
-# The scoot regress run reads plain scans (scoot.custom_scan = off), so its plans are heap's; the
-# regress suite then runs once more with the ScootScan custom scan on, and each test's output
+# The scoot run reads plain scans (scoot.custom_scan = off), so its plans are heap's; each suite
+# then runs once more with the ScootScan custom scan on, and each test's output
 # must equal the plain run's except in EXPLAIN plans (plan_only.py; CUSTOM_SCAN_CHECK=0 skips).
 #
 # Prints "failing under scoot only: ..." and a last line
@@ -97,10 +97,9 @@ else
   read -r hp hf <<<"$(run heap)"
 fi
 [ "$WHICH" = heap ] && { echo "$SUITE: heap $hp passed, $hf failed"; exit 0; }
-# the regress comparison with heap reads plain scans (plans as heap's); the ScootScan custom
-# scan is checked separately below. The isolation suite runs with it on (it prints no plans).
-plain=""; [ "$SUITE" = regress ] && plain="scoot.custom_scan = off"
-read -r ap af <<<"$(run scoot scoot "$plain")"
+# the comparison with heap reads plain scans (plans as heap's); the ScootScan custom scan is
+# checked separately below
+read -r ap af <<<"$(run scoot scoot "scoot.custom_scan = off")"
 fails() { grep -E '\.\.\. FAILED' "$WORK/out-$SUITE-$1/summary.txt" | sed -E 's/^(test |not ok [0-9]+ +- )? *([^ ]+) +\.\.\..*/\2/' | sort; }
 only=$(comm -13 <(fails heap) <(fails scoot))
 accepted=$(grep -vE '^\s*(#|$)' "$HERE/accepted_$SUITE.txt" 2>/dev/null | awk '{print $1}' | sort)
@@ -111,7 +110,7 @@ crash=""; [ -f "$WORK/out-$SUITE-scoot/CRASHED" ] && crash=" SERVER CRASH"
 # ScootScan (scoot.custom_scan = on, the default): every test's output must equal the plain-scan
 # run's except in query plans (EXPLAIN shows "Custom Scan (ScootScan)" where heap shows a Seq
 # Scan); any other difference counts as unexpected
-if [ "$SUITE" = regress ] && [ "${CUSTOM_SCAN_CHECK:-1}" = 1 ]; then
+if [ "${CUSTOM_SCAN_CHECK:-1}" = 1 ]; then
   run scoot customscan "scoot.custom_scan = on" >/dev/null
   [ -f "$WORK/out-$SUITE-customscan/CRASHED" ] && crash="$crash SERVER CRASH (custom scan)"
   cs_diff=0

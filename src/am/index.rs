@@ -180,7 +180,9 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         }
         false
     });
-    let Some(mut ld) = latest_dead else { return false };
+    let Some(mut ld) = latest_dead else {
+        return false;
+    };
     // the first member after the removable part: a Recent member, or the Keep member we stopped at
     let mut keep_target = members.get(ld + 1).map(|&(b, s, _)| (b, s)).or(stop);
     let mut whole_chain_dead = keep_target.is_none() && ended && ld + 1 == members.len();

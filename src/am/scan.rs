@@ -17,6 +17,7 @@ use crate::storage::arena;
 use crate::storage::batch::Batch;
 use crate::storage::block::TID_OFFSETS_PER_PAGE;
 use crate::storage::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
+use crate::storage::filter::BlockFilter;
 use crate::storage::modify as storage;
 use crate::storage::tabledir::{self, TableRef};
 use crate::txn::mvcc::{self, Htsv};
@@ -62,6 +63,8 @@ pub struct ScanState {
     eager: usize,
     /// the slot whose `nocols` are NULL already
     nulls_set: *mut pg_sys::TupleTableSlot,
+    /// ScootScan block filters (rows failing one are dropped before any column is copied)
+    filters: Vec<BlockFilter>,
 }
 
 /// A palloc'd holder whose memory-context callback drops the Rust state if the scan is never
@@ -190,6 +193,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             nocols: Vec::new(),
             eager: 0,
             nulls_set: std::ptr::null_mut(),
+            filters: Vec::new(),
         });
         {
             let st = state(scan as pg_sys::TableScanDesc);
@@ -285,7 +289,9 @@ unsafe fn seek(
         let snap = (*scan).rs_snapshot;
         let st = state(scan);
         let n = st.blocks.len();
-        let Some((mut bi, mut s)) = start_at(st.pos, forward, n) else { return false };
+        let Some((mut bi, mut s)) = start_at(st.pos, forward, n) else {
+            return false;
+        };
         while bi >= 0 && (bi as usize) < n {
             let b = st.blocks[bi as usize];
             let entering = (forward && s == 0) || (!forward && s == i64::MAX);
@@ -338,7 +344,9 @@ unsafe fn seek_batch(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     unsafe {
-        let Some((lb, r)) = advance(scan, forward, slot) else { return false };
+        let Some((lb, r)) = advance(scan, forward, slot) else {
+            return false;
+        };
         let st = state(scan);
         let s = st.batch.rows[r];
         crate::storage::slot::store_batch_row(
@@ -408,7 +416,11 @@ unsafe fn advance(
             }
             clear(slot);
             enter_block(scan, st.blocks[bi as usize]);
-            idx = if forward { 0 } else { st.batch.len() as isize - 1 };
+            idx = if forward {
+                0
+            } else {
+                st.batch.len() as isize - 1
+            };
         }
     }
 }
@@ -524,6 +536,7 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
                     st.batch.push(sl, h);
                 }
             }
+            apply_filters(st, blk);
             st.batch.fill(blk, td, st.eager);
             return;
         }
@@ -561,8 +574,27 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
                 st.batch.push(sl, h);
             }
         }
+        apply_filters(st, l.blk);
         st.batch.fill(l.blk, td, st.eager);
     }
+}
+
+/// Drops the batch's rows that fail a block filter (ScootScan), before columns are copied.
+fn apply_filters(st: &mut ScanState, blk: crate::storage::block::BlockRef) {
+    for f in &st.filters {
+        if f.col >= st.batch.block_natts || st.batch.is_empty() {
+            continue;
+        }
+        let c = blk.col(f.col);
+        if let Some(p) = f.prepare(c) {
+            st.batch.retain(|s| f.keep(&p, blk, c, s));
+        }
+    }
+}
+
+/// Adds a block filter to a ScootScan's scan (see `storage::filter`).
+pub fn add_filter(scan: pg_sys::TableScanDesc, f: BlockFilter) {
+    state(scan).filters.push(f);
 }
 
 /// [`Batch::extend`] for scans: adds columns to the current batch (a slot asked for more than
@@ -580,7 +612,10 @@ unsafe fn extend_batch(ctx: *mut c_void, batch: &mut Batch, need: usize) {
         }
         match storage::lock(st.t, batch.lb, false) {
             Some(l) => batch.fill(l.blk, st.td, need),
-            None => error!("scoot: block {} of a table being scanned disappeared", batch.lb),
+            None => error!(
+                "scoot: block {} of a table being scanned disappeared",
+                batch.lb
+            ),
         }
     }
 }
@@ -607,7 +642,9 @@ unsafe fn seek_image(
         let rel = (*scan).rs_rd;
         let st = state(scan);
         let n = st.blocks.len();
-        let Some((mut bi, mut s)) = start_at(st.pos, forward, n) else { return false };
+        let Some((mut bi, mut s)) = start_at(st.pos, forward, n) else {
+            return false;
+        };
         while bi >= 0 && (bi as usize) < n {
             let lb = st.blocks[bi as usize];
             let im = st.img.as_mut().unwrap();
@@ -679,17 +716,17 @@ unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                         }
                         (b, 0)
                     } else {
-                    if b >= tabledir::nlocal(st.t) {
-                        continue;
-                    }
-                    super::index::maybe_prune_block(rel, st.t, b);
-                    if let Some(ab) = tabledir::arena_block(st.t, b) {
-                        let hwm = arena::block_desc(ab)
-                            .hwm
-                            .load(std::sync::atomic::Ordering::Relaxed);
-                        ffi::pgstat_count_pages_hit(rel, block_pages(st.t, b, hwm));
-                    }
-                    (b, 0)
+                        if b >= tabledir::nlocal(st.t) {
+                            continue;
+                        }
+                        super::index::maybe_prune_block(rel, st.t, b);
+                        if let Some(ab) = tabledir::arena_block(st.t, b) {
+                            let hwm = arena::block_desc(ab)
+                                .hwm
+                                .load(std::sync::atomic::Ordering::Relaxed);
+                            ffi::pgstat_count_pages_hit(rel, block_pages(st.t, b, hwm));
+                        }
+                        (b, 0)
                     }
                 }
             };
@@ -741,7 +778,9 @@ unsafe fn next_parallel_batch(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     unsafe {
-        let Some((b, r)) = advance_parallel(scan, slot) else { return false };
+        let Some((b, r)) = advance_parallel(scan, slot) else {
+            return false;
+        };
         let st = state(scan);
         let sl = st.batch.rows[r];
         crate::storage::slot::store_batch_row(

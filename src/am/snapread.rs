@@ -202,7 +202,9 @@ pub unsafe fn fetch(
     sl: u32,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    let Some((blk, hwm, g)) = s.hop(lb) else { return false };
+    let Some((blk, hwm, g)) = s.hop(lb) else {
+        return false;
+    };
     if sl >= hwm {
         return false;
     }

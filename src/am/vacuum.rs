@@ -153,7 +153,9 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             }
             if all_visible {
                 // snapshot scans skip per-row visibility on this block (see BlockDesc::vis_xid)
-                l.desc.vis_xid.store(horizon, std::sync::atomic::Ordering::Relaxed);
+                l.desc
+                    .vis_xid
+                    .store(horizon, std::sync::atomic::Ordering::Relaxed);
             }
             drop(l);
             if all_visible {

@@ -32,6 +32,13 @@
 #include "optimizer/paths.h"
 #include "optimizer/restrictinfo.h"
 #include "access/sysattr.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
+#include "nodes/nodeFuncs.h"
+#include "utils/date.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -42,6 +49,7 @@ extern bool scoot_custom_scan_enabled(void);
 extern bool scoot_relation_is_scoot(Relation rel);
 extern void scoot_scan_set_columns(TableScanDesc scan, const bool *mask, int natts);
 extern bool scoot_scan_next_virtual(TableScanDesc scan, TupleTableSlot *slot, bool forward);
+extern void scoot_scan_set_filter(TableScanDesc scan, const char *filter);
 
 void		scoot_install_custom_scan(void);
 
@@ -169,8 +177,138 @@ cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, 
 		+ path->pathtarget->cost.per_tuple * path->rows;
 }
 
+/*
+ * Block filters: restriction clauses "column op constant" (either side) with op one of the
+ * column type's own btree comparisons, on int2/int4/int8, date, timestamp, timestamptz and
+ * numeric columns. The scan evaluates them on each block's column values before copying any row
+ * (a row failing one is never returned); PostgreSQL still evaluates the whole qual on the rows
+ * that pass, so a filter only ever removes rows the qual would reject. Each is encoded as a
+ * string "attno strategy type value" (value as an integer, or the numeric's text).
+ */
+static char *
+block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
+{
+	OpExpr	   *op;
+	Node	   *l,
+			   *rt;
+	Var		   *var;
+	Const	   *c;
+	Oid			opno,
+				typ,
+				opclass,
+				opfamily;
+	int			strategy = 0,
+				k;
+	bool		commuted = false;
+	char	   *value;
+	const char *tname;
+	static const char *const ops[] = {"", "<", "<=", "=", ">=", ">"};
+
+	if (!IsA(clause, OpExpr) || list_length(((OpExpr *) clause)->args) != 2)
+		return NULL;
+	op = (OpExpr *) clause;
+	l = strip_implicit_coercions(linitial(op->args));
+	rt = strip_implicit_coercions(lsecond(op->args));
+	if (IsA(l, Var) && IsA(rt, Const))
+	{
+		var = (Var *) l;
+		c = (Const *) rt;
+	}
+	else if (IsA(l, Const) && IsA(rt, Var))
+	{
+		var = (Var *) rt;
+		c = (Const *) l;
+		commuted = true;
+	}
+	else
+		return NULL;
+	if (var->varno != (int) rel->relid || var->varattno <= 0 || var->varlevelsup != 0 || c->constisnull)
+		return NULL;
+	typ = var->vartype;
+	if (c->consttype != typ)
+		return NULL;
+	switch (typ)
+	{
+		case INT2OID: tname = "int"; break;
+		case INT4OID: tname = "int"; break;
+		case INT8OID: tname = "int"; break;
+		case DATEOID: tname = "int"; break;
+		case TIMESTAMPOID: tname = "int"; break;
+		case TIMESTAMPTZOID: tname = "int"; break;
+		case NUMERICOID: tname = "numeric"; break;
+		default: return NULL;
+	}
+	opno = op->opno;
+	opclass = GetDefaultOpClass(typ, BTREE_AM_OID);
+	if (!OidIsValid(opclass))
+		return NULL;
+	opfamily = get_opclass_family(opclass);
+	for (k = 1; k <= 5; k++)
+		if (get_opfamily_member(opfamily, typ, typ, k) == opno)
+			strategy = k;
+	if (strategy == 0)
+		return NULL;
+	if (commuted)				/* const op var: var (mirrored op) const */
+		strategy = 6 - strategy;
+	switch (typ)
+	{
+		case INT2OID: value = psprintf("%d", (int) DatumGetInt16(c->constvalue)); break;
+		case INT4OID: value = psprintf("%d", DatumGetInt32(c->constvalue)); break;
+		case INT8OID: value = psprintf(INT64_FORMAT, DatumGetInt64(c->constvalue)); break;
+		case DATEOID:
+			if (DATE_NOT_FINITE(DatumGetDateADT(c->constvalue)))
+				return NULL;
+			value = psprintf("%d", (int) DatumGetDateADT(c->constvalue));
+			break;
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			if (TIMESTAMP_NOT_FINITE(DatumGetTimestamp(c->constvalue)))
+				return NULL;
+			value = psprintf(INT64_FORMAT, (int64) DatumGetTimestamp(c->constvalue));
+			break;
+		default:
+			if (numeric_is_nan(DatumGetNumeric(c->constvalue)) ||
+				numeric_is_inf(DatumGetNumeric(c->constvalue)))
+				return NULL;
+			value = DatumGetCString(DirectFunctionCall1(numeric_out, c->constvalue));
+			{
+				/*
+				 * blocks hold numeric(p, s) as integers scaled by 10^s (unconstrained numeric:
+				 * as varlena, never filtered); a constant with more significant decimals than s
+				 * could not be compared exactly
+				 */
+				int32		typmod = var->vartypmod;
+				const char *dot = strchr(value, '.');
+				int			decimals = 0;
+
+				if (typmod < (int32) VARHDRSZ)
+					return NULL;
+				if (dot)
+				{
+					decimals = strlen(dot + 1);
+					while (decimals > 0 && dot[decimals] == '0')
+						decimals--;
+				}
+				if (decimals > (((typmod - VARHDRSZ) & 0x7ff) ^ 1024) - 1024)
+					return NULL;
+			}
+	}
+	{
+		Oid			out;
+		bool		varlena;
+
+		getTypeOutputInfo(typ, &out, &varlena);
+		*describe = psprintf("%s %s %s",
+							 quote_identifier(get_attname(RelationGetRelid(r), var->varattno, false)),
+							 ops[strategy],
+							 quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue)));
+	}
+	return psprintf("%d %d %s %s", var->varattno, strategy, tname, value);
+}
+
 static CustomPath *
-make_path(PlannerInfo *root, RelOptInfo *rel, List *cols, bool all, int natts, int workers)
+make_path(PlannerInfo *root, RelOptInfo *rel, List *cols, bool all, int natts, int workers,
+		  List *filters, List *described)
 {
 	CustomPath *cp = makeNode(CustomPath);
 
@@ -184,8 +322,8 @@ make_path(PlannerInfo *root, RelOptInfo *rel, List *cols, bool all, int natts, i
 	cp->path.pathkeys = NIL;
 	/* cursors may move backwards (not in parallel: nor may a Parallel Seq Scan) */
 	cp->flags = workers > 0 ? 0 : CUSTOMPATH_SUPPORT_BACKWARD_SCAN;
-	/* custom_private: (all columns?, column list) */
-	cp->custom_private = list_make2(makeBoolean(all), cols);
+	/* custom_private: (all columns?, column list, block filters, their descriptions) */
+	cp->custom_private = list_make4(makeBoolean(all), cols, filters, described);
 	cp->methods = &scoot_path_methods;
 	cost_path(root, rel, &cp->path, all ? natts : list_length(cols), natts, workers);
 	return cp;
@@ -200,6 +338,9 @@ scoot_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 	List	   *cols;
 	bool		all;
 	bool		sysattrs;
+	List	   *filters = NIL;
+	List	   *described = NIL;
+	ListCell   *lc;
 
 	if (prev_set_rel_pathlist)
 		prev_set_rel_pathlist(root, rel, rti, rte);
@@ -223,14 +364,32 @@ scoot_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 	cols = needed_columns(rel, natts, &all, &sysattrs);
 	if (sysattrs)
 		return;
-	add_path(rel, (Path *) make_path(root, rel, cols, all, natts, 0));
+	r = table_open(rte->relid, NoLock);
+	foreach(lc, rel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		char	   *d = NULL;
+		char	   *f;
+
+		if (ri->pseudoconstant)
+			continue;
+		f = block_filter(rel, ri->clause, &d, r);
+		if (f)
+		{
+			filters = lappend(filters, makeString(f));
+			described = lappend(described, makeString(d));
+		}
+	}
+	table_close(r, NoLock);
+	add_path(rel, (Path *) make_path(root, rel, cols, all, natts, 0, filters, described));
 	if (rel->consider_parallel && rel->lateral_relids == NULL)
 	{
 		int			workers = compute_parallel_worker(rel, rel->pages, -1,
 													  max_parallel_workers_per_gather);
 
 		if (workers > 0)
-			add_partial_path(rel, (Path *) make_path(root, rel, cols, all, natts, workers));
+			add_partial_path(rel, (Path *) make_path(root, rel, cols, all, natts, workers,
+													 filters, described));
 	}
 }
 
@@ -284,7 +443,12 @@ scoot_begin(CustomScanState *node, EState *estate, int eflags)
 static void
 set_columns(ScootScanState *s)
 {
+	CustomScan *cs = (CustomScan *) s->css.ss.ps.plan;
+	ListCell   *lc;
+
 	scoot_scan_set_columns(s->scan, s->mask, s->natts);
+	foreach(lc, (List *) lthird(cs->custom_private))
+		scoot_scan_set_filter(s->scan, strVal(lfirst(lc)));
 }
 
 static TupleTableSlot *
@@ -367,6 +531,24 @@ scoot_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (n == 0)
 		appendStringInfoString(&buf, "(none)");
 	ExplainPropertyText("Scoot Columns", buf.data, es);
+	{
+		CustomScan *cs = (CustomScan *) node->ss.ps.plan;
+		List	   *described = (List *) lfourth(cs->custom_private);
+		ListCell   *lc;
+		StringInfoData f;
+
+		if (described != NIL)
+		{
+			initStringInfo(&f);
+			foreach(lc, described)
+			{
+				if (f.len > 0)
+					appendStringInfoString(&f, " AND ");
+				appendStringInfoString(&f, strVal(lfirst(lc)));
+			}
+			ExplainPropertyText("Scoot Block Filter", f.data, es);
+		}
+	}
 	if (es->format != EXPLAIN_FORMAT_TEXT)
 	{
 		ExplainPropertyInteger("Scoot Columns Read", NULL, n, es);

@@ -5,6 +5,7 @@
 //! frames only). This module is its Rust side: the `scoot.custom_scan` switch and handing the
 //! set of columns a query reads to the table scan underneath (`am::scan::set_columns`), whose
 //! block batches then copy just those.
+use crate::storage::filter;
 use crate::{am, guc};
 use pgrx::pg_sys;
 
@@ -53,4 +54,17 @@ pub unsafe extern "C-unwind" fn scoot_scan_next_virtual(
     forward: bool,
 ) -> bool {
     crate::ffi::guard::boundary(|| unsafe { am::scan::next_into_virtual(scan, slot, forward) })
+}
+
+/// Adds a block filter ("attno strategy type value", see `filter.rs`) to a ScootScan's scan;
+/// one the scan cannot read is ignored (PostgreSQL's qual still filters every row).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_scan_set_filter(
+    scan: pg_sys::TableScanDesc,
+    f: *const std::ffi::c_char,
+) {
+    let s = unsafe { std::ffi::CStr::from_ptr(f) }.to_string_lossy();
+    if let Some(bf) = filter::BlockFilter::parse(&s) {
+        am::scan::add_filter(scan, bf);
+    }
 }

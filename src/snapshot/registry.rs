@@ -297,7 +297,8 @@ pub fn pin(i: usize, id: u64) -> bool {
         s.pins.fetch_add(1, Ordering::AcqRel);
         me.slots.fetch_or(bit, Ordering::AcqRel);
     }
-    me.pid.store(unsafe { pg_sys::MyProcPid }, Ordering::Release);
+    me.pid
+        .store(unsafe { pg_sys::MyProcPid }, Ordering::Release);
     true
 }
 

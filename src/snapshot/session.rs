@@ -156,11 +156,16 @@ fn reset_xact() {
     }
 }
 
-unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+unsafe extern "C-unwind" fn xact_callback(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
     use pg_sys::XactEvent::*;
     match event {
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
-            if registry::is_ready() && unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner() != 0 {
+            if registry::is_ready()
+                && unsafe { pg_sys::GetTopTransactionIdIfAny() }.into_inner() != 0
+            {
                 // snapshots taken from now on contain this transaction's writes
                 COMMIT_MARK.with(|c| c.set(registry::reg().next_id.load(Ordering::Acquire)));
             }
@@ -349,7 +354,11 @@ unsafe fn leader_image(snap: pg_sys::Snapshot) -> Leader {
                 }
             }
         }
-        if matched { Leader::Lost } else { Leader::Live }
+        if matched {
+            Leader::Lost
+        } else {
+            Leader::Live
+        }
     }
 }
 
@@ -593,7 +602,9 @@ pub unsafe extern "C-unwind" fn scoot_explain_after(es: *mut pg_sys::ExplainStat
         let text = String::from_utf8_lossy(&bytes[start_len..]).into_owned();
         let method = registry::method_name(method);
         let out = match (*es).format {
-            pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT => annotate_text(&text, &tables, id, method, age),
+            pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT => {
+                annotate_text(&text, &tables, id, method, age)
+            }
             pg_sys::ExplainFormat::EXPLAIN_FORMAT_JSON => annotate_json(&text, id, method, age),
             pg_sys::ExplainFormat::EXPLAIN_FORMAT_XML => annotate_xml(&text, id, method, age),
             _ => annotate_yaml(&text, id, method, age),
@@ -664,7 +675,9 @@ fn is_scoot_scan_line(line: &str, tables: &[String]) -> bool {
     if !first.contains("Scan") {
         return false;
     }
-    let Some(pos) = first.find(" on ") else { return false };
+    let Some(pos) = first.find(" on ") else {
+        return false;
+    };
     let rest = &first[pos + 4..];
     let name = rest.split(' ').next().unwrap_or("");
     let unq = name.rsplit('.').next().unwrap_or(name).trim_matches('"');
@@ -676,10 +689,22 @@ mod tests {
     #[test]
     fn scan_lines() {
         let t = vec!["t".to_string()];
-        assert!(super::is_scoot_scan_line("   ->  Seq Scan on t  (cost=0.00..1.00 rows=1 width=4)\n", &t));
-        assert!(super::is_scoot_scan_line("Parallel Seq Scan on public.t t1\n", &t));
-        assert!(super::is_scoot_scan_line("   ->  Index Scan using t_pkey on t  (cost=..)\n", &t));
-        assert!(!super::is_scoot_scan_line("   ->  Seq Scan on u  (cost=..)\n", &t));
+        assert!(super::is_scoot_scan_line(
+            "   ->  Seq Scan on t  (cost=0.00..1.00 rows=1 width=4)\n",
+            &t
+        ));
+        assert!(super::is_scoot_scan_line(
+            "Parallel Seq Scan on public.t t1\n",
+            &t
+        ));
+        assert!(super::is_scoot_scan_line(
+            "   ->  Index Scan using t_pkey on t  (cost=..)\n",
+            &t
+        ));
+        assert!(!super::is_scoot_scan_line(
+            "   ->  Seq Scan on u  (cost=..)\n",
+            &t
+        ));
         assert!(!super::is_scoot_scan_line("   Filter: (a on t)\n", &t));
         assert!(super::is_scoot_scan_line("   ->  Seq Scan on t\n", &t));
     }

@@ -151,8 +151,13 @@ fn probe() -> Result<(), String> {
         } else {
             *(p as *mut u8) = 1;
             let r = register_range(fd, p as usize, 4096)
-                .and_then(|_| writeprotect(fd, p as usize, 4096, true).map_err(|_| err("UFFDIO_WRITEPROTECT")))
-                .and_then(|_| writeprotect(fd, p as usize, 4096, false).map_err(|_| err("UFFDIO_WRITEPROTECT")));
+                .and_then(|_| {
+                    writeprotect(fd, p as usize, 4096, true).map_err(|_| err("UFFDIO_WRITEPROTECT"))
+                })
+                .and_then(|_| {
+                    writeprotect(fd, p as usize, 4096, false)
+                        .map_err(|_| err("UFFDIO_WRITEPROTECT"))
+                });
             libc::munmap(p, 4096);
             r
         };
@@ -164,7 +169,9 @@ fn probe() -> Result<(), String> {
 
 fn socket_name() -> Vec<u8> {
     let mut v = vec![0u8];
-    v.extend_from_slice(format!("pg_scoot_uffd_{}", unsafe { pgrx::pg_sys::PostmasterPid }).as_bytes());
+    v.extend_from_slice(
+        format!("pg_scoot_uffd_{}", unsafe { pgrx::pg_sys::PostmasterPid }).as_bytes(),
+    );
     v
 }
 
@@ -187,7 +194,8 @@ pub fn register_self() {
         return;
     }
     let r = registry::reg();
-    if r.method.load(Ordering::Acquire) != registry::M_UFFD || r.worker_pid.load(Ordering::Acquire) == 0
+    if r.method.load(Ordering::Acquire) != registry::M_UFFD
+        || r.worker_pid.load(Ordering::Acquire) == 0
     {
         return;
     }
@@ -400,8 +408,10 @@ impl Server {
             let ws = self.shared.writers.lock().unwrap();
             for w in ws.iter().filter(|w| !w.dead) {
                 if let Some(s) = cow::section(w.procno as usize) {
-                    s.armed
-                        .store(((w.pid as u32 as u64) << 32) | epoch as u64, Ordering::Release);
+                    s.armed.store(
+                        ((w.pid as u32 as u64) << 32) | epoch as u64,
+                        Ordering::Release,
+                    );
                     n += 1;
                 }
             }
@@ -547,7 +557,8 @@ fn fault_loop(sh: Arc<Shared>) {
             if re == 0 {
                 continue;
             }
-            if re & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 && re & libc::POLLIN == 0 {
+            if re & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 && re & libc::POLLIN == 0
+            {
                 let mut ws = sh.writers.lock().unwrap();
                 if let Some(w) = ws.iter_mut().find(|w| w.fd == pfds[k].fd) {
                     w.dead = true;
@@ -556,9 +567,8 @@ fn fault_loop(sh: Arc<Shared>) {
             }
             let mut msg = [0u8; 32];
             loop {
-                let r = unsafe {
-                    libc::read(pfds[k].fd, msg.as_mut_ptr() as *mut libc::c_void, 32)
-                };
+                let r =
+                    unsafe { libc::read(pfds[k].fd, msg.as_mut_ptr() as *mut libc::c_void, 32) };
                 if r != 32 {
                     break;
                 }

@@ -143,7 +143,11 @@ pub extern "C-unwind" fn scoot_olap_worker_main(_arg: pg_sys::Datum) {
         completed_at_last: 0,
         last_taken: None,
         mod_seen: (0..nblocks)
-            .map(|b| arena::block_desc(b as u32).mod_count.load(Ordering::Relaxed))
+            .map(|b| {
+                arena::block_desc(b as u32)
+                    .mod_count
+                    .load(Ordering::Relaxed)
+            })
             .collect(),
         uffd: server,
     };
@@ -224,8 +228,7 @@ impl Worker {
         let idle_us = (guc::SNAPSHOT_INTERVAL_MS.get() as i64 * 10).max(10_000) * 1000;
         let readers_recent = t - r.last_reader_at.load(Ordering::Acquire) < idle_us;
         let due = self.last_taken.is_none_or(|l| l.elapsed() >= interval);
-        if requested > newest_id || (readers_recent && due && changed && newest != registry::NONE)
-        {
+        if requested > newest_id || (readers_recent && due && changed && newest != registry::NONE) {
             self.create();
         } else if newest != registry::NONE && !changed {
             // nothing changed since it was taken: it is as good as a new one
@@ -424,7 +427,8 @@ impl Worker {
         s.armed_bytes.store(0, Ordering::Relaxed);
         s.copied_bytes.store(copied, Ordering::Relaxed);
         s.gate_us.store(gate_us, Ordering::Relaxed);
-        s.create_us.store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+        s.create_us
+            .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
         {
             let _g = registry::Guard::lock();
             s.pins.store(0, Ordering::Relaxed);

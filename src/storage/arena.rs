@@ -134,7 +134,11 @@ fn cow_sections() -> usize {
 }
 
 fn cow_bytes() -> usize {
-    cow::shmem_bytes(unsafe { ARENA_BYTES } / cow::PAGE, cow_frames(), cow_sections())
+    cow::shmem_bytes(
+        unsafe { ARENA_BYTES } / cow::PAGE,
+        cow_frames(),
+        cow_sections(),
+    )
 }
 
 pub fn is_ready() -> bool {
@@ -278,7 +282,10 @@ pub unsafe fn install_hooks() {
         if POOL_BASE.is_null() {
             crate::ffi::error_hint(
                 PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-                format!("could not map the scoot snapshot pool ({} MB)", pool_bytes >> 20),
+                format!(
+                    "could not map the scoot snapshot pool ({} MB)",
+                    pool_bytes >> 20
+                ),
                 "Lower scoot.snapshot_memory.",
             );
         }
@@ -358,7 +365,11 @@ unsafe extern "C-unwind" fn shmem_startup() {
             init_ctl();
         }
         let mut cfound = false;
-        let cp = pg_sys::ShmemInitStruct(c"pg_scoot snapshot pages".as_ptr(), cow_bytes(), &mut cfound);
+        let cp = pg_sys::ShmemInitStruct(
+            c"pg_scoot snapshot pages".as_ptr(),
+            cow_bytes(),
+            &mut cfound,
+        );
         cow::attach(
             cp as *mut u8,
             !cfound,
@@ -463,7 +474,11 @@ pub fn alloc_block(t: TableRef) -> (u32, u32) {
             let (lb, grew) = tabledir::assign_local(t, top);
             d.local.store(lb, Ordering::Relaxed);
             d.born.store(
-                if cow::is_ready() { cow::ctl().last_epoch.load(Ordering::Acquire) } else { 0 },
+                if cow::is_ready() {
+                    cow::ctl().last_epoch.load(Ordering::Acquire)
+                } else {
+                    0
+                },
                 Ordering::Release,
             );
             d.saved_tag.store(0, Ordering::Relaxed);
@@ -507,8 +522,10 @@ pub fn free_block(t: TableRef, b: u32, resize_file: bool) {
     // a live snapshot may contain the block: keep its memory until no such snapshot is left
     let zombie = cow::is_ready() && cow::ctl().live_epoch.load(Ordering::Acquire) != 0;
     if zombie {
-        d.zombie
-            .store(cow::ctl().last_epoch.load(Ordering::Acquire).max(1), Ordering::Release);
+        d.zombie.store(
+            cow::ctl().last_epoch.load(Ordering::Acquire).max(1),
+            Ordering::Release,
+        );
     } else {
         unsafe {
             libc::madvise(block_ptr(b) as *mut c_void, block_size(), libc::MADV_REMOVE);

@@ -108,6 +108,21 @@ impl Batch {
         self.ncols
     }
 
+    /// Keeps only the rows `keep` says yes to; only before the columns are filled.
+    pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        debug_assert!(self.ncols == 0);
+        let mut w = 0;
+        for r in 0..self.rows.len() {
+            if keep(self.rows[r]) {
+                self.rows[w] = self.rows[r];
+                self.sys[w] = self.sys[r];
+                w += 1;
+            }
+        }
+        self.rows.truncate(w);
+        self.sys.truncate(w);
+    }
+
     /// Adds a row (its slot and version header); only before the columns are filled.
     #[inline]
     pub fn push(&mut self, slot: u32, h: &RowHdr) {
@@ -128,14 +143,17 @@ impl Batch {
             self.nulls.reserve(self.rows.len());
             if !self.mask.is_empty() && !self.mask.get(i).copied().unwrap_or(true) {
                 let n = self.rows.len();
-                self.vals.resize(self.vals.len() + n, pg_sys::Datum::from(0usize));
+                self.vals
+                    .resize(self.vals.len() + n, pg_sys::Datum::from(0usize));
                 self.nulls.resize(self.nulls.len() + n, true);
                 continue;
             }
             match c.kind {
                 KIND_FIXED if c.byval != 0 => self.fill_byval(b, c),
                 KIND_DEC64 | KIND_DEC128 => unsafe { self.fill_memo(b, c, row::short_ok(td, i)) },
-                KIND_CHARN if c.width <= 16 => unsafe { self.fill_memo(b, c, row::short_ok(td, i)) },
+                KIND_CHARN if c.width <= 16 => unsafe {
+                    self.fill_memo(b, c, row::short_ok(td, i))
+                },
                 _ => unsafe { self.fill_any(b, c, row::short_ok(td, i)) },
             }
         }
@@ -168,7 +186,8 @@ impl Batch {
                 }
             };
             self.nulls.push(!valid);
-            self.vals.push(pg_sys::Datum::from(if valid { d } else { 0 }));
+            self.vals
+                .push(pg_sys::Datum::from(if valid { d } else { 0 }));
         }
     }
 
@@ -236,7 +255,11 @@ impl Batch {
                 }
             }
         }
-        let buf = if size > 0 { self.chunk(size) } else { std::ptr::null_mut() };
+        let buf = if size > 0 {
+            self.chunk(size)
+        } else {
+            std::ptr::null_mut()
+        };
         let mut pos = 0usize;
         for &s in &self.rows {
             let d = if b.is_valid(c, s) {

@@ -506,7 +506,10 @@ impl BlockRef {
     /// The free map's bytes (for snapshot page preservation before it changes).
     #[inline]
     pub fn free_map_range(&self, capacity: u32) -> (*const u8, usize) {
-        (self.free_word(0) as *const u8, capacity.div_ceil(64) as usize * 8)
+        (
+            self.free_word(0) as *const u8,
+            capacity.div_ceil(64) as usize * 8,
+        )
     }
     /// Marks `slot` free for reuse.
     #[inline]

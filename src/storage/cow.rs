@@ -175,7 +175,14 @@ pub fn shmem_bytes(npages: usize, nframes: usize, nsections: usize) -> usize {
 
 /// Attaches to (and with `init`, initialises) the shared state at `base`; `pool` is the frame
 /// pool (mapped by the postmaster).
-pub unsafe fn attach(base: *mut u8, init: bool, npages: usize, nframes: usize, nsections: usize, pool: *mut u8) {
+pub unsafe fn attach(
+    base: *mut u8,
+    init: bool,
+    npages: usize,
+    nframes: usize,
+    nsections: usize,
+    pool: *mut u8,
+) {
     unsafe {
         let mut off = std::mem::size_of::<CowCtl>().next_multiple_of(64);
         CTL = base as *mut CowCtl;
@@ -199,7 +206,8 @@ pub unsafe fn attach(base: *mut u8, init: bool, npages: usize, nframes: usize, n
             c.free_top.store(NONE, Ordering::Relaxed);
             for f in (0..nframes as u32).rev() {
                 let fr = &*FRAMES.add(f as usize);
-                fr.next.store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
+                fr.next
+                    .store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
                 c.free_top.store(f, Ordering::Relaxed);
             }
             c.free_frames.store(nframes as u32, Ordering::Relaxed);
@@ -419,7 +427,10 @@ pub fn begin_epoch(i: usize, epoch: u32, xmin: u32) {
 /// snapshot needs any more.
 pub fn end_epoch(i: usize, abandoned: bool) {
     let c = ctl();
-    c.slot_state[i].store(if abandoned { EP_ABANDONED } else { EP_FREE }, Ordering::Release);
+    c.slot_state[i].store(
+        if abandoned { EP_ABANDONED } else { EP_FREE },
+        Ordering::Release,
+    );
     recompute_live();
     reclaim();
 }
@@ -466,8 +477,7 @@ fn lock_page(p: u32) -> u32 {
     loop {
         let v = t.load(Ordering::Relaxed);
         if v & LOCKED == 0
-            && t
-                .compare_exchange_weak(v, v | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            && t.compare_exchange_weak(v, v | LOCKED, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
         {
             return v;
@@ -499,7 +509,8 @@ fn alloc_frame() -> Option<u32> {
     let c = ctl();
     let f = c.free_top.load(Ordering::Relaxed);
     if f != NONE {
-        c.free_top.store(frame(f).next.load(Ordering::Relaxed), Ordering::Relaxed);
+        c.free_top
+            .store(frame(f).next.load(Ordering::Relaxed), Ordering::Relaxed);
         c.free_frames.fetch_sub(1, Ordering::Relaxed);
     }
     unlock_pool();
@@ -509,7 +520,9 @@ fn alloc_frame() -> Option<u32> {
 fn free_frame(f: u32) {
     lock_pool();
     let c = ctl();
-    frame(f).next.store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
+    frame(f)
+        .next
+        .store(c.free_top.load(Ordering::Relaxed), Ordering::Relaxed);
     c.free_top.store(f, Ordering::Relaxed);
     c.free_frames.fetch_add(1, Ordering::Relaxed);
     unlock_pool();
@@ -590,7 +603,9 @@ pub fn reclaim() {
 /// ordered after it (a reader that saw the write sees the tag).
 fn mark_saved(p: u32, tag: u32) {
     let b = (p as usize * PAGE / arena::block_size()) as u32;
-    arena::block_desc(b).saved_tag.fetch_max(tag, Ordering::AcqRel);
+    arena::block_desc(b)
+        .saved_tag
+        .fetch_max(tag, Ordering::AcqRel);
     fence(Ordering::Release);
 }
 
@@ -754,7 +769,8 @@ fn push_version(p: u32, f: u32, tag: u32) {
     let fr = frame(f);
     fr.tag.store(tag, Ordering::Relaxed);
     fr.page.store(p, Ordering::Relaxed);
-    fr.next.store(page_head(p).load(Ordering::Relaxed), Ordering::Relaxed);
+    fr.next
+        .store(page_head(p).load(Ordering::Relaxed), Ordering::Relaxed);
     page_head(p).store(f, Ordering::Release);
     mark_saved(p, tag);
 }

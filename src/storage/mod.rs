@@ -8,6 +8,7 @@ pub mod block;
 pub mod blockmap;
 pub mod cow;
 pub mod encoding;
+pub mod filter;
 pub mod modify;
 pub mod row;
 pub mod slot;

@@ -14,8 +14,8 @@
 //! member freed under it.
 use crate::storage::arena::{self, BlockDesc, LwGuard};
 use crate::storage::block::infomask::*;
-use crate::storage::cow;
 use crate::storage::block::*;
+use crate::storage::cow;
 use crate::storage::row::{self, Prepared};
 use crate::storage::tabledir::{self, TableRef};
 use pgrx::pg_sys;
@@ -158,10 +158,7 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
     if room < var_need {
         let hwm = l.hwm();
         let low = d.var_low.load(Ordering::Relaxed) as usize;
-        cow::before_write(
-            unsafe { l.blk.base.add(low) },
-            arena::block_size() - low,
-        );
+        cow::before_write(unsafe { l.blk.base.add(low) }, arena::block_size() - low);
         let low = l.blk.compact_var(hwm, arena::block_size() as u32, |s| {
             l.row(s).state() == ST_NORMAL
         });

@@ -605,7 +605,13 @@ pub fn value_size(b: BlockRef, c: &ColDesc, slot: u32) -> usize {
 /// Puts a varlena as heap's tuples hold it at `buf + *pos`: a 1-byte header for short values of
 /// non-PLAIN types (heap_fill_tuple's short form), else a 4-byte header at the type's alignment.
 #[inline]
-unsafe fn put_varlena(buf: *mut u8, pos: &mut usize, align: u8, short_ok: bool, payload: &[u8]) -> pg_sys::Datum {
+unsafe fn put_varlena(
+    buf: *mut u8,
+    pos: &mut usize,
+    align: u8,
+    short_ok: bool,
+    payload: &[u8],
+) -> pg_sys::Datum {
     unsafe {
         if short_ok && payload.len() < 127 {
             let dst = buf.add(*pos);
@@ -664,7 +670,13 @@ pub unsafe fn read_value(
             }
             KIND_CHARN => {
                 let cell = std::slice::from_raw_parts(p, c.width as usize);
-                put_varlena(buf, pos, c.align, short_ok, &cell[..encoding::charn_len(cell)])
+                put_varlena(
+                    buf,
+                    pos,
+                    c.align,
+                    short_ok,
+                    &cell[..encoding::charn_len(cell)],
+                )
             }
             KIND_VAR => {
                 let (_, len) = b.var_entry(c, slot);
@@ -697,7 +709,9 @@ pub unsafe fn read_value(
 /// May column `i` of `td` use 1-byte varlena headers (its storage is not PLAIN)?
 #[inline]
 pub unsafe fn short_ok(td: pg_sys::TupleDesc, i: usize) -> bool {
-    unsafe { (*ffi::tupdesc_attr(td, i)).attstorage != pg_sys::TYPSTORAGE_PLAIN as std::ffi::c_char }
+    unsafe {
+        (*ffi::tupdesc_attr(td, i)).attstorage != pg_sys::TYPSTORAGE_PLAIN as std::ffi::c_char
+    }
 }
 
 /// Copies row `slot` of block `b` into the virtual slot `out` (tts_tid is set by the caller).

@@ -180,7 +180,9 @@ unsafe extern "C-unwind" fn copyslot(
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn copy_heap_tuple(slot: *mut pg_sys::TupleTableSlot) -> pg_sys::HeapTuple {
+unsafe extern "C-unwind" fn copy_heap_tuple(
+    slot: *mut pg_sys::TupleTableSlot,
+) -> pg_sys::HeapTuple {
     unsafe {
         let natts = (*(*slot).tts_tupleDescriptor).natts;
         if ((*slot).tts_nvalid as i32) < natts {

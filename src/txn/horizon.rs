@@ -30,7 +30,11 @@ fn older(a: u32, b: u32) -> u32 {
     if b < FIRST_NORMAL_XID && b != 2 {
         return a;
     }
-    if precedes(a, b) { a } else { b }
+    if precedes(a, b) {
+        a
+    } else {
+        b
+    }
 }
 
 /// The oldest xid whose deletions may still matter to a process that reads the live arena
@@ -123,7 +127,10 @@ pub fn index_removable(x: u32, vistest: *mut pg_sys::GlobalVisState) -> bool {
 }
 
 /// Dead to everyone, including every live snapshot image (index entries may be killed).
-pub fn dead_for_index(h: &crate::storage::block::RowHdr, vistest: *mut pg_sys::GlobalVisState) -> bool {
+pub fn dead_for_index(
+    h: &crate::storage::block::RowHdr,
+    vistest: *mut pg_sys::GlobalVisState,
+) -> bool {
     use crate::txn::mvcc::{htsv_horizon, Htsv};
     match htsv_horizon(h) {
         (Htsv::Dead, _) => true,
