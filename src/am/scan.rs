@@ -523,21 +523,24 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
                 return;
             };
             ffi::pgstat_count_pages_hit(rel, block_pages(st.t, lb, b.hwm));
-            im.buf.load(&im.image, b.ab);
-            let blk = im.buf.blk();
-            st.batch.reset(lb, blk.natts().min(natts));
-            st.batch.src = b.ab;
-            for sl in 0..b.hwm {
-                let h = blk.row(sl);
-                if h.state() == ST_NORMAL
-                    && (!ranged || (lo..=hi).contains(&ordinal(lb, sl)))
-                    && im.visible(b.all_visible, h)
-                {
-                    st.batch.push(sl, h);
+            let snap = im.image.snap;
+            let batch = &mut st.batch;
+            let (filters, eager) = (&st.filters, st.eager);
+            im.with_block(b.ab, |blk| {
+                batch.reset(lb, blk.natts().min(natts));
+                batch.src = b.ab;
+                for sl in 0..b.hwm {
+                    let h = blk.row(sl);
+                    if h.state() == ST_NORMAL
+                        && (!ranged || (lo..=hi).contains(&ordinal(lb, sl)))
+                        && (b.all_visible || mvcc::visible(h, snap))
+                    {
+                        batch.push(sl, h);
+                    }
                 }
-            }
-            apply_filters(st, blk);
-            st.batch.fill(blk, td, st.eager);
+                apply_filters(filters, batch, blk);
+                batch.fill(blk, td, eager);
+            });
             return;
         }
         super::index::maybe_prune_block(rel, st.t, lb);
@@ -574,20 +577,20 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
                 st.batch.push(sl, h);
             }
         }
-        apply_filters(st, l.blk);
+        apply_filters(&st.filters, &mut st.batch, l.blk);
         st.batch.fill(l.blk, td, st.eager);
     }
 }
 
 /// Drops the batch's rows that fail a block filter (ScootScan), before columns are copied.
-fn apply_filters(st: &mut ScanState, blk: crate::storage::block::BlockRef) {
-    for f in &st.filters {
-        if f.col >= st.batch.block_natts || st.batch.is_empty() {
+fn apply_filters(filters: &[BlockFilter], batch: &mut Batch, blk: crate::storage::block::BlockRef) {
+    for f in filters {
+        if f.col >= batch.block_natts || batch.is_empty() {
             continue;
         }
         let c = blk.col(f.col);
         if let Some(p) = f.prepare(c) {
-            st.batch.retain(|s| f.keep(&p, blk, c, s));
+            batch.retain(|s| f.keep(&p, blk, c, s));
         }
     }
 }
@@ -606,8 +609,8 @@ unsafe fn extend_batch(ctx: *mut c_void, batch: &mut Batch, need: usize) {
     unsafe {
         let st = &mut *(ctx as *mut ScanState);
         if let Some(im) = st.img.as_mut() {
-            im.buf.load(&im.image, batch.src);
-            batch.fill(im.buf.blk(), st.td, need);
+            let td = st.td;
+            im.with_block(batch.src, |blk| batch.fill(blk, td, need));
             return;
         }
         match storage::lock(st.t, batch.lb, false) {

@@ -77,6 +77,28 @@ impl ImgScan {
         Some((self.cache.get(&self.image, b.ab), b.hwm, None))
     }
 
+    /// Runs `f` on arena block `ab` as the image has it: the *live* block under its shared lock
+    /// when no page of it was saved since the snapshot (see [`ImgScan::hop`]: no copy), else the
+    /// scan's buffer loaded with a materialized copy. For block-at-a-time scans, which copy the
+    /// values they need out of the block inside `f`.
+    pub fn with_block<R>(&mut self, ab: u32, f: impl FnOnce(BlockRef) -> R) -> R {
+        let d = arena::block_desc(ab);
+        let epoch = self.image.epoch;
+        if d.saved_tag.load(Ordering::Acquire) < epoch {
+            let g = d.share();
+            if d.saved_tag.load(Ordering::Acquire) < epoch {
+                let r = f(BlockRef {
+                    base: arena::block_ptr(ab),
+                });
+                drop(g);
+                self.image.check_alive();
+                return r;
+            }
+        }
+        self.buf.load(&self.image, ab);
+        f(self.buf.blk())
+    }
+
     /// Is row `h` of block `lb` visible to the image?
     #[inline]
     pub fn visible(&self, all_visible: bool, h: &RowHdr) -> bool {
