@@ -51,6 +51,19 @@ EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE a >= 10 AND 100 > a AND d < 
 -- cannot hold (n is numeric(12,2)), an unconstrained numeric
 EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE f < 3 AND a < 5::int8 AND a + 1 < 5 AND n < 0.125 AND t > 'x' AND n::numeric < 5.0;
 EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE n < 0.120;
+-- IS [NOT] NULL on any column, IN lists (NULL elements match nothing; an element the scale
+-- cannot hold matches nothing; NaN or infinity elements leave the clause to PostgreSQL)
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE t IS NULL AND a IS NOT NULL AND a IN (1, 2, NULL) AND n = ANY ('{0.25, 1.5, 0.125}');
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE n IN (1.5, 'NaN') AND d IN ('2020-01-01', 'infinity');
+SELECT count(*), sum(a) FROM cs_s WHERE t IS NULL AND a IS NOT NULL;
+SELECT count(*), sum(a) FROM cs_h WHERE t IS NULL AND a IS NOT NULL;
+SELECT count(*), sum(a) FROM cs_s WHERE a IN (1, 2, 3, -500, 499, NULL) OR n IN (0.25, 0.125, 'NaN');
+SELECT count(*), sum(a) FROM cs_h WHERE a IN (1, 2, 3, -500, 499, NULL) OR n IN (0.25, 0.125, 'NaN');
+SELECT count(*) FROM cs_s WHERE n IN (0.25, 0.125);
+SELECT count(*) FROM cs_h WHERE n IN (0.25, 0.125);
+SELECT count(*) FROM cs_s WHERE n IN ('NaN', 0.25);
+SELECT count(*) FROM cs_h WHERE n IN ('NaN', 0.25);
+SELECT count(*) FROM cs_s WHERE a = ANY ('{}'::int[]);
 SELECT count(*) FROM cs_s WHERE n > 199.5;
 SELECT count(*) FROM cs_h WHERE n > 199.5;
 SELECT count(*), min(id), max(id) FROM cs_s WHERE n >= 'NaN' OR w = 'NaN';
@@ -104,7 +117,10 @@ DECLARE
     'n IS NOT NULL AND n < %s / 7.0', 'w > %s * 3', 'c = ''AB''', 'c IN (''BA'', ''CC'', ''EB'')',
     'v LIKE ''v1%%''', 't LIKE ''tt%%''', 't IS NULL', 'd < date ''2020-06-01'' + %s',
     'ts >= timestamp ''2020-02-01'' + %s * interval ''1 hour''', 'f < %s / 4.0', 'ok',
-    'NOT ok', 'ok IS NULL', 'id %% 7 = 3', 'coalesce(a, 0) + coalesce(n, 0) > %s'];
+    'NOT ok', 'ok IS NULL', 'id %% 7 = 3', 'coalesce(a, 0) + coalesce(n, 0) > %s',
+    'a IN (%s, %s, 7, -3, NULL)', 'n IN (1.50, 0.25, -49.69, 12.345)', 'b IS NOT NULL AND a IS NOT NULL',
+    'd = ANY (ARRAY[date ''2020-01-05'', date ''2021-03-01'', NULL])', 'c IS NOT NULL', 'w IS NULL',
+    'ts IN (timestamp ''2020-01-01 00:17'', timestamp ''2020-01-02'')', 'b IN (%s, 100, 200)'];
   live text[];
   i int; k int; sel text; pred text; q_s text; q_h text; r_s text; r_h text; r_off text;
   checked int := 0; plans int := 0; p text;

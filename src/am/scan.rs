@@ -533,7 +533,7 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
                     let h = blk.row(sl);
                     if h.state() == ST_NORMAL
                         && (!ranged || (lo..=hi).contains(&ordinal(lb, sl)))
-                        && (b.all_visible || mvcc::visible(h, snap))
+                        && (b.all_visible || mvcc::visible_no_hints(h, snap))
                     {
                         batch.push(sl, h);
                     }

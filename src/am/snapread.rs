@@ -102,7 +102,7 @@ impl ImgScan {
     /// Is row `h` of block `lb` visible to the image?
     #[inline]
     pub fn visible(&self, all_visible: bool, h: &RowHdr) -> bool {
-        all_visible || mvcc::visible(h, self.image.snap)
+        all_visible || mvcc::visible_no_hints(h, self.image.snap)
     }
 }
 
@@ -213,7 +213,7 @@ fn walk_members(
 /// The chain member the image sees (for bitmap scans).
 pub fn chain_visible(s: &mut ImgScan, rb: u32, rs: u32) -> Option<(u32, u32)> {
     let snap = s.image.snap;
-    walk_chain(s, rb, rs, |_, _, _, h| mvcc::visible(h, snap))
+    walk_chain(s, rb, rs, |_, _, _, h| mvcc::visible_no_hints(h, snap))
 }
 
 /// Copies row (lb, slot) of the image into `slot` if the image sees it.
@@ -231,7 +231,7 @@ pub unsafe fn fetch(
         return false;
     }
     let h = blk.row(sl);
-    if h.state() != ST_NORMAL || !mvcc::visible(h, s.image.snap) {
+    if h.state() != ST_NORMAL || !mvcc::visible_no_hints(h, s.image.snap) {
         return false;
     }
     unsafe { super::store_row(rel, blk, lb, sl, slot) };

@@ -40,6 +40,7 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 #include "parser/parsetree.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -178,7 +179,8 @@ cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, 
 }
 
 /*
- * Block filters: restriction clauses "column op constant" (either side) with op one of the
+ * Block filters (see also block_filter below): restriction clauses "column op constant" (either
+ * side) with op one of the
  * column type's own btree comparisons, on int2/int4/int8, date, timestamp, timestamptz and
  * numeric columns. The scan evaluates them on each block's column values before copying any row
  * (a row failing one is never returned); PostgreSQL still evaluates the whole qual on the rows
@@ -186,7 +188,7 @@ cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, 
  * string "attno strategy type value" (value as an integer, or the numeric's text).
  */
 static char *
-block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
+comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 {
 	OpExpr	   *op;
 	Node	   *l,
@@ -304,6 +306,141 @@ block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 							 quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue)));
 	}
 	return psprintf("%d %d %s %s", var->varattno, strategy, tname, value);
+}
+
+/* A filterable type's short name in the encoding ("int" or "numeric"), or NULL. */
+static const char *
+filter_type(Oid typ)
+{
+	switch (typ)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			return "int";
+		case NUMERICOID:
+			return "numeric";
+		default:
+			return NULL;
+	}
+}
+
+/* A non-null constant of a filterable type as the encoding writes it; NULL if it cannot be one. */
+static char *
+filter_value(Oid typ, Datum v)
+{
+	switch (typ)
+	{
+		case INT2OID: return psprintf("%d", (int) DatumGetInt16(v));
+		case INT4OID: return psprintf("%d", DatumGetInt32(v));
+		case INT8OID: return psprintf(INT64_FORMAT, DatumGetInt64(v));
+		case DATEOID:
+			return DATE_NOT_FINITE(DatumGetDateADT(v)) ? NULL : psprintf("%d", (int) DatumGetDateADT(v));
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			return TIMESTAMP_NOT_FINITE(DatumGetTimestamp(v)) ? NULL :
+				psprintf(INT64_FORMAT, (int64) DatumGetTimestamp(v));
+		case NUMERICOID:
+			if (numeric_is_nan(DatumGetNumeric(v)) || numeric_is_inf(DatumGetNumeric(v)))
+				return NULL;
+			return DatumGetCString(DirectFunctionCall1(numeric_out, v));
+		default:
+			return NULL;
+	}
+}
+
+static char *
+column_name(Relation r, Var *var)
+{
+	return (char *) quote_identifier(get_attname(RelationGetRelid(r), var->varattno, false));
+}
+
+/*
+ * More block filters: "column IS [NOT] NULL" (any column: strategies 6 and 7) and
+ * "column = ANY (constant array)" / "column IN (constants)" with the type's btree equality
+ * (strategy 8, value a comma-separated list; NULL elements match nothing and are left out, an
+ * element the column's scale cannot hold exactly cannot equal a stored value either).
+ */
+static char *
+block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
+{
+	if (IsA(clause, NullTest))
+	{
+		NullTest   *nt = (NullTest *) clause;
+		Var		   *var = (Var *) nt->arg;
+
+		if (nt->argisrow || !IsA(var, Var) || var->varno != (int) rel->relid ||
+			var->varattno <= 0 || var->varlevelsup != 0)
+			return NULL;
+		*describe = psprintf("%s IS %sNULL", column_name(r, var),
+							 nt->nulltesttype == IS_NULL ? "" : "NOT ");
+		return psprintf("%d %d null -", var->varattno, nt->nulltesttype == IS_NULL ? 6 : 7);
+	}
+	if (IsA(clause, ScalarArrayOpExpr))
+	{
+		ScalarArrayOpExpr *sa = (ScalarArrayOpExpr *) clause;
+		Node	   *l = strip_implicit_coercions(linitial(sa->args));
+		Node	   *a = strip_implicit_coercions(lsecond(sa->args));
+		Var		   *var = (Var *) l;
+		Const	   *c = (Const *) a;
+		Oid			typ,
+					opclass;
+		const char *tname;
+		ArrayType  *arr;
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n,
+					i;
+		int16		elmlen;
+		bool		elmbyval;
+		char		elmalign;
+		StringInfoData vals,
+					desc;
+		Oid			out;
+		bool		varlena;
+
+		if (!sa->useOr || list_length(sa->args) != 2 || !IsA(l, Var) || !IsA(a, Const) ||
+			c->constisnull || var->varno != (int) rel->relid || var->varattno <= 0 ||
+			var->varlevelsup != 0)
+			return NULL;
+		typ = var->vartype;
+		tname = filter_type(typ);
+		if (tname == NULL || get_element_type(c->consttype) != typ)
+			return NULL;
+		opclass = GetDefaultOpClass(typ, BTREE_AM_OID);
+		if (!OidIsValid(opclass) ||
+			get_opfamily_member(get_opclass_family(opclass), typ, typ, BTEqualStrategyNumber) != sa->opno)
+			return NULL;
+		if (typ == NUMERICOID && var->vartypmod < (int32) VARHDRSZ)
+			return NULL;
+		arr = DatumGetArrayTypeP(c->constvalue);
+		get_typlenbyvalalign(typ, &elmlen, &elmbyval, &elmalign);
+		deconstruct_array(arr, typ, elmlen, elmbyval, elmalign, &elems, &nulls, &n);
+		if (n > 1000)
+			return NULL;
+		getTypeOutputInfo(typ, &out, &varlena);
+		initStringInfo(&vals);
+		initStringInfo(&desc);
+		for (i = 0; i < n; i++)
+		{
+			char	   *v;
+
+			if (nulls[i])
+				continue;
+			v = filter_value(typ, elems[i]);
+			if (v == NULL)
+				return NULL;	/* NaN, infinity: leave the clause to PostgreSQL */
+			appendStringInfo(&vals, "%s%s", vals.len > 0 ? "," : "", v);
+			appendStringInfo(&desc, "%s%s", desc.len > 0 ? ", " : "",
+							 quote_literal_cstr(OidOutputFunctionCall(out, elems[i])));
+		}
+		*describe = psprintf("%s IN (%s)", column_name(r, var), desc.data);
+		return psprintf("%d 8 %s %s", var->varattno, tname, vals.len > 0 ? vals.data : "-");
+	}
+	return comparison_filter(rel, clause, describe, r);
 }
 
 static CustomPath *

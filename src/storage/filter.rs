@@ -1,13 +1,16 @@
-//! Block filters of the ScootScan (`src/exec`): "column op constant" comparisons the planner found in a
-//! query's restriction (see `block_filter` in `customscan.c`), evaluated on a block's column
-//! values before any row is copied. Plain Rust over the PAX block format; the scan calls
-//! [`BlockFilter::keep`] per row on blocks where [`BlockFilter::prepare`] says it applies.
+//! Block filters of the ScootScan (`src/exec`): comparisons the planner found in a query's
+//! restriction (see `block_filter` in `customscan.c`) — `column op constant`, `column IS [NOT]
+//! NULL`, `column IN (constants)` — evaluated on a block's column values before any row is
+//! copied. Plain Rust over the PAX block format; the scan calls [`BlockFilter::keep`] per row on
+//! blocks where [`BlockFilter::prepare`] says it applies.
 //!
 //! A filter only ever removes rows PostgreSQL's own qual (which still runs on the rows that
 //! pass) would reject: NULLs fail every comparison; a block whose column is stored in a form the
 //! filter does not read (a numeric that did not fit a scaled integer, a column added after the
 //! block was written), or whose scale cannot represent the constant exactly, is not filtered.
-use crate::storage::block::{BlockRef, ColDesc, KIND_DEC128, KIND_DEC64, KIND_FIXED};
+use crate::storage::block::{
+    BlockRef, ColDesc, KIND_ABSENT, KIND_DEC128, KIND_DEC64, KIND_FIXED,
+};
 use crate::storage::encoding::{NAN128, NAN64};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -15,18 +18,18 @@ pub enum Value {
     /// int2/int4/int8, date (days), timestamp[tz] (microseconds)
     Int(i64),
     /// numeric: sign, integer digits, fraction digits
-    Numeric {
-        neg: bool,
-        int: String,
-        frac: String,
-    },
+    Numeric { neg: bool, int: String, frac: String },
+    /// IS NULL / IS NOT NULL: no value
+    Null,
+    /// IN lists: the constants (no NULLs)
+    Set(Vec<Value>),
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockFilter {
     /// 0-based column
     pub col: usize,
-    /// btree strategy: 1 <, 2 <=, 3 =, 4 >=, 5 >
+    /// btree strategy: 1 <, 2 <=, 3 =, 4 >=, 5 >; 6 IS NULL, 7 IS NOT NULL, 8 IN (set)
     pub strategy: u8,
     pub value: Value,
 }
@@ -37,20 +40,41 @@ pub enum Prepared {
     Int { attlen: i16, v: i128 },
     /// scaled decimal column (DEC64 or DEC128) against the constant scaled alike
     Dec { wide: bool, v: i128 },
+    /// IS [NOT] NULL: the validity bitmap only
+    Null,
+    /// IN: the set's values read like `Int` / `Dec`, sorted
+    IntSet { attlen: i16, vs: Vec<i128> },
+    DecSet { wide: bool, vs: Vec<i128> },
 }
 
 impl BlockFilter {
-    /// Parses "attno strategy type value" (the planner's encoding).
+    /// Parses "attno strategy type value" (the planner's encoding; an IN list's values are
+    /// comma-separated, "-" for none).
     pub fn parse(s: &str) -> Option<BlockFilter> {
         let mut it = s.split(' ');
         let attno: usize = it.next()?.parse().ok()?;
         let strategy: u8 = it.next()?.parse().ok()?;
         let typ = it.next()?;
         let val = it.next()?;
-        if attno == 0 || !(1..=5).contains(&strategy) || it.next().is_some() {
+        if attno == 0 || it.next().is_some() {
             return None;
         }
-        let value = match typ {
+        let value = match (strategy, typ) {
+            (6 | 7, "null") => Value::Null,
+            (8, _) if val == "-" => Value::Set(Vec::new()),
+            (8, _) => Value::Set(
+                val.split(',')
+                    .map(|v| Self::scalar(typ, v))
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+            (1..=5, _) => Self::scalar(typ, val)?,
+            _ => return None,
+        };
+        Some(BlockFilter { col: attno - 1, strategy, value })
+    }
+
+    fn scalar(typ: &str, val: &str) -> Option<Value> {
+        Some(match typ {
             "int" => Value::Int(val.parse().ok()?),
             "numeric" => {
                 let (neg, digits) = match val.strip_prefix('-') {
@@ -63,51 +87,62 @@ impl BlockFilter {
                 {
                     return None;
                 }
-                Value::Numeric {
-                    neg,
-                    int: int.into(),
-                    frac: frac.into(),
-                }
+                Value::Numeric { neg, int: int.into(), frac: frac.into() }
             }
             _ => return None,
-        };
-        Some(BlockFilter {
-            col: attno - 1,
-            strategy,
-            value,
         })
+    }
+
+    /// A numeric scaled by 10^scale exactly, or None (more significant decimals than `scale`).
+    fn scaled(neg: bool, int: &str, frac: &str, scale: usize) -> Option<i128> {
+        if frac.len() > scale && frac[scale..].bytes().any(|b| b != b'0') {
+            return None;
+        }
+        let mut digits = String::with_capacity(int.len() + scale);
+        digits.push_str(int);
+        for k in 0..scale {
+            digits.push(frac.as_bytes().get(k).map(|&b| b as char).unwrap_or('0'));
+        }
+        let digits = digits.trim_start_matches('0');
+        let mag: i128 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
+        Some(if neg { -mag } else { mag })
     }
 
     /// How to evaluate the filter on column desc `c` of a block; None: not on this block.
     pub fn prepare(&self, c: &ColDesc) -> Option<Prepared> {
-        match (&self.value, c.kind) {
-            (Value::Int(v), KIND_FIXED) if c.byval != 0 && matches!(c.attlen, 2 | 4 | 8) => {
-                Some(Prepared::Int {
-                    attlen: c.attlen,
-                    v: *v as i128,
-                })
-            }
-            (Value::Numeric { neg, int, frac }, KIND_DEC64 | KIND_DEC128) => {
-                let scale = c.scale as usize;
+        if c.kind == KIND_ABSENT {
+            return None;
+        }
+        let int_col = c.kind == KIND_FIXED && c.byval != 0 && matches!(c.attlen, 2 | 4 | 8);
+        let dec_col = matches!(c.kind, KIND_DEC64 | KIND_DEC128);
+        match &self.value {
+            Value::Null => Some(Prepared::Null),
+            Value::Int(v) if int_col => Some(Prepared::Int { attlen: c.attlen, v: *v as i128 }),
+            Value::Numeric { neg, int, frac } if dec_col => {
                 // exact only: extra fraction digits must be zeros
-                if frac.len() > scale && frac[scale..].bytes().any(|b| b != b'0') {
-                    return None;
+                let v = Self::scaled(*neg, int, frac, c.scale as usize)?;
+                Some(Prepared::Dec { wide: c.kind == KIND_DEC128, v })
+            }
+            Value::Set(vs) if int_col => {
+                let mut out = Vec::with_capacity(vs.len());
+                for v in vs {
+                    let Value::Int(x) = v else { return None };
+                    out.push(*x as i128);
                 }
-                let mut digits = String::with_capacity(int.len() + scale);
-                digits.push_str(int);
-                for k in 0..scale {
-                    digits.push(frac.as_bytes().get(k).map(|&b| b as char).unwrap_or('0'));
+                out.sort_unstable();
+                Some(Prepared::IntSet { attlen: c.attlen, vs: out })
+            }
+            Value::Set(vs) if dec_col => {
+                let mut out = Vec::with_capacity(vs.len());
+                for v in vs {
+                    let Value::Numeric { neg, int, frac } = v else { return None };
+                    // an element the scale cannot hold cannot equal a stored value
+                    if let Some(x) = Self::scaled(*neg, int, frac, c.scale as usize) {
+                        out.push(x);
+                    }
                 }
-                let digits = digits.trim_start_matches('0');
-                let mag: i128 = if digits.is_empty() {
-                    0
-                } else {
-                    digits.parse().ok()?
-                };
-                Some(Prepared::Dec {
-                    wide: c.kind == KIND_DEC128,
-                    v: if *neg { -mag } else { mag },
-                })
+                out.sort_unstable();
+                Some(Prepared::DecSet { wide: c.kind == KIND_DEC128, vs: out })
             }
             _ => None,
         }
@@ -116,32 +151,47 @@ impl BlockFilter {
     /// Does row `slot` of block `b` pass (`c` = the filter's column desc in `b`)?
     #[inline]
     pub fn keep(&self, p: &Prepared, b: BlockRef, c: &ColDesc, slot: u32) -> bool {
-        if !b.is_valid(c, slot) {
+        let valid = b.is_valid(c, slot);
+        if let Prepared::Null = p {
+            return valid == (self.strategy == 7);
+        }
+        if !valid {
             return false;
         }
         let ptr = b.value_ptr(c, slot);
-        let (x, v) = unsafe {
-            match *p {
-                Prepared::Int { attlen, v } => (
-                    match attlen {
-                        2 => (ptr as *const i16).read_unaligned() as i128,
-                        4 => (ptr as *const i32).read_unaligned() as i128,
-                        _ => (ptr as *const i64).read_unaligned() as i128,
-                    },
-                    v,
-                ),
-                Prepared::Dec { wide, v } => {
-                    let x = if wide {
-                        (ptr as *const i128).read_unaligned()
-                    } else {
-                        (ptr as *const i64).read_unaligned() as i128
-                    };
-                    // NaN sorts above every number
-                    if (wide && x == NAN128) || (!wide && x == NAN64 as i128) {
-                        return matches!(self.strategy, 4 | 5);
-                    }
-                    (x, v)
+        let read_int = |attlen: i16| unsafe {
+            match attlen {
+                2 => (ptr as *const i16).read_unaligned() as i128,
+                4 => (ptr as *const i32).read_unaligned() as i128,
+                _ => (ptr as *const i64).read_unaligned() as i128,
+            }
+        };
+        // (value, is NaN)
+        let read_dec = |wide: bool| unsafe {
+            if wide {
+                let x = (ptr as *const i128).read_unaligned();
+                (x, x == NAN128)
+            } else {
+                let x = (ptr as *const i64).read_unaligned();
+                (x as i128, x == NAN64)
+            }
+        };
+        let (x, v) = match p {
+            Prepared::Null => unreachable!(),
+            Prepared::IntSet { attlen, vs } => return vs.binary_search(&read_int(*attlen)).is_ok(),
+            // a stored NaN equals no element (NaN elements are never pushed down)
+            Prepared::DecSet { wide, vs } => {
+                let (x, nan) = read_dec(*wide);
+                return !nan && vs.binary_search(&x).is_ok();
+            }
+            Prepared::Int { attlen, v } => (read_int(*attlen), *v),
+            Prepared::Dec { wide, v } => {
+                let (x, nan) = read_dec(*wide);
+                // NaN sorts above every number
+                if nan {
+                    return matches!(self.strategy, 4 | 5);
                 }
+                (x, *v)
             }
         };
         match self.strategy {
@@ -162,22 +212,14 @@ mod tests {
     fn parse_filters() {
         assert_eq!(
             BlockFilter::parse("9 4 int -731"),
-            Some(BlockFilter {
-                col: 8,
-                strategy: 4,
-                value: Value::Int(-731)
-            })
+            Some(BlockFilter { col: 8, strategy: 4, value: Value::Int(-731) })
         );
         assert_eq!(
             BlockFilter::parse("3 1 numeric 24"),
             Some(BlockFilter {
                 col: 2,
                 strategy: 1,
-                value: Value::Numeric {
-                    neg: false,
-                    int: "24".into(),
-                    frac: "".into()
-                }
+                value: Value::Numeric { neg: false, int: "24".into(), frac: "".into() }
             })
         );
         assert_eq!(
@@ -185,16 +227,33 @@ mod tests {
             Some(BlockFilter {
                 col: 2,
                 strategy: 2,
-                value: Value::Numeric {
-                    neg: true,
-                    int: "0".into(),
-                    frac: "070".into()
-                }
+                value: Value::Numeric { neg: true, int: "0".into(), frac: "070".into() }
             })
         );
+        assert_eq!(
+            BlockFilter::parse("2 6 null -"),
+            Some(BlockFilter { col: 1, strategy: 6, value: Value::Null })
+        );
+        assert_eq!(
+            BlockFilter::parse("2 8 int 3,-1,7"),
+            Some(BlockFilter {
+                col: 1,
+                strategy: 8,
+                value: Value::Set(vec![Value::Int(3), Value::Int(-1), Value::Int(7)])
+            })
+        );
+        assert_eq!(
+            BlockFilter::parse("2 8 int -"),
+            Some(BlockFilter { col: 1, strategy: 8, value: Value::Set(vec![]) })
+        );
+        assert_eq!(BlockFilter::parse("2 8 int 3,x"), None);
+        assert_eq!(BlockFilter::parse("2 6 int 3"), None);
         assert_eq!(BlockFilter::parse("0 1 int 5"), None);
-        assert_eq!(BlockFilter::parse("1 6 int 5"), None);
+        assert_eq!(BlockFilter::parse("1 9 int 5"), None);
         assert_eq!(BlockFilter::parse("1 1 text x"), None);
         assert_eq!(BlockFilter::parse("1 1 numeric 1e5"), None);
+        assert_eq!(BlockFilter::scaled(false, "12", "5", 2), Some(1250));
+        assert_eq!(BlockFilter::scaled(true, "0", "050", 2), Some(-5));
+        assert_eq!(BlockFilter::scaled(false, "1", "125", 2), None);
     }
 }

@@ -398,6 +398,16 @@ pub fn visible(h: &RowHdr, snap: pg_sys::Snapshot) -> bool {
     }
 }
 
+/// [`visible`] without setting hint bits (OLAP image reads of live blocks, see
+/// `block::NO_HINTS`).
+pub fn visible_no_hints(h: &RowHdr, snap: pg_sys::Snapshot) -> bool {
+    use std::sync::atomic::Ordering;
+    let was = crate::storage::block::NO_HINTS.swap(true, Ordering::Relaxed);
+    let v = visible(h, snap);
+    crate::storage::block::NO_HINTS.store(was, Ordering::Relaxed);
+    v
+}
+
 /// HeapTupleSatisfiesUpdate: can the row version be updated/deleted/locked by command `curcid`?
 /// `has_next` distinguishes an update (newer version exists) from a delete.
 pub fn satisfies_update(h: &RowHdr, curcid: u32) -> u32 {
