@@ -148,6 +148,31 @@ fn to_scaled(p: &[u8], scale: u32, max_abs: i128, nan: i128) -> Option<i128> {
     (back == p).then_some(r)
 }
 
+/// Appends to `rev` (from `*n` on, least significant first) the `nfrac` base-10000 digits of
+/// the scaled fraction `frac`, then those of the integer part `int`; returns how many the
+/// integer part took. Generic so that values fitting 64 bits avoid 128-bit division.
+fn base10000<T>(mut int: T, mut frac: T, nfrac: usize, rev: &mut [u16; 32], n: &mut usize) -> usize
+where
+    T: Copy + PartialEq + From<u16> + std::ops::Div<Output = T> + std::ops::Rem<Output = T>,
+    T: TryInto<u16>,
+{
+    let base = T::from(10_000);
+    let zero = T::from(0);
+    let digit = |x: T| (x % base).try_into().unwrap_or(0);
+    for _ in 0..nfrac {
+        rev[*n] = digit(frac);
+        frac = frac / base;
+        *n += 1;
+    }
+    let start = *n;
+    while int != zero {
+        rev[*n] = digit(int);
+        int = int / base;
+        *n += 1;
+    }
+    *n - start
+}
+
 /// Writes the canonical numeric payload (PostgreSQL's `make_result`) of `v / 10^scale`. No heap
 /// allocation (it runs once per value a scan returns); 64-bit arithmetic when the value fits.
 fn from_scaled(v: i128, scale: u32, nan: i128, out: &mut Vec<u8>) {
@@ -163,42 +188,15 @@ fn from_scaled(v: i128, scale: u32, nan: i128, out: &mut Vec<u8>) {
     let nfrac = scale.div_ceil(4) as usize;
     let mut rev = [0u16; 32];
     let mut n = 0usize;
-    let nint;
     // (the fraction times 10^(nfrac * 4 - scale) stays below 10^(nfrac * 4) <= 10^16)
-    if a <= u64::MAX as u128 && scale <= 16 {
-        let a = a as u64;
-        let p = pow10(scale) as u64;
-        let (mut x, frac) = (a / p, a % p);
-        let mut fr = frac * pow10(nfrac as u32 * 4 - scale) as u64;
-        for _ in 0..nfrac {
-            rev[n] = (fr % 10_000) as u16;
-            fr /= 10_000;
-            n += 1;
-        }
-        let start = n;
-        while x > 0 {
-            rev[n] = (x % 10_000) as u16;
-            x /= 10_000;
-            n += 1;
-        }
-        nint = n - start;
+    let pad = nfrac as u32 * 4 - scale;
+    let nint = if a <= u64::MAX as u128 && scale <= 16 {
+        let (a, p) = (a as u64, pow10(scale) as u64);
+        base10000(a / p, a % p * pow10(pad) as u64, nfrac, &mut rev, &mut n)
     } else {
         let p = pow10(scale) as u128;
-        let (mut x, frac) = (a / p, a % p);
-        let mut fr = frac * pow10(nfrac as u32 * 4 - scale) as u128;
-        for _ in 0..nfrac {
-            rev[n] = (fr % 10_000) as u16;
-            fr /= 10_000;
-            n += 1;
-        }
-        let start = n;
-        while x > 0 {
-            rev[n] = (x % 10_000) as u16;
-            x /= 10_000;
-            n += 1;
-        }
-        nint = n - start;
-    }
+        base10000(a / p, a % p * pow10(pad) as u128, nfrac, &mut rev, &mut n)
+    };
     // most significant first; strip leading and trailing zero digits, as make_result does
     let mut digits = [0u16; 32];
     for k in 0..n {

@@ -8,9 +8,7 @@
 //! pass) would reject: NULLs fail every comparison; a block whose column is stored in a form the
 //! filter does not read (a numeric that did not fit a scaled integer, a column added after the
 //! block was written), or whose scale cannot represent the constant exactly, is not filtered.
-use crate::storage::block::{
-    BlockRef, ColDesc, KIND_ABSENT, KIND_DEC128, KIND_DEC64, KIND_FIXED,
-};
+use crate::storage::block::{BlockRef, ColDesc, KIND_ABSENT, KIND_DEC128, KIND_DEC64, KIND_FIXED};
 use crate::storage::encoding::{NAN128, NAN64};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -18,7 +16,11 @@ pub enum Value {
     /// int2/int4/int8, date (days), timestamp[tz] (microseconds)
     Int(i64),
     /// numeric: sign, integer digits, fraction digits
-    Numeric { neg: bool, int: String, frac: String },
+    Numeric {
+        neg: bool,
+        int: String,
+        frac: String,
+    },
     /// IS NULL / IS NOT NULL: no value
     Null,
     /// IN lists: the constants (no NULLs)
@@ -37,14 +39,26 @@ pub struct BlockFilter {
 /// How a filter reads one block's column.
 pub enum Prepared {
     /// fixed-width integer column of `attlen` bytes against `v`
-    Int { attlen: i16, v: i128 },
+    Int {
+        attlen: i16,
+        v: i128,
+    },
     /// scaled decimal column (DEC64 or DEC128) against the constant scaled alike
-    Dec { wide: bool, v: i128 },
+    Dec {
+        wide: bool,
+        v: i128,
+    },
     /// IS [NOT] NULL: the validity bitmap only
     Null,
     /// IN: the set's values read like `Int` / `Dec`, sorted
-    IntSet { attlen: i16, vs: Vec<i128> },
-    DecSet { wide: bool, vs: Vec<i128> },
+    IntSet {
+        attlen: i16,
+        vs: Vec<i128>,
+    },
+    DecSet {
+        wide: bool,
+        vs: Vec<i128>,
+    },
 }
 
 impl BlockFilter {
@@ -70,7 +84,11 @@ impl BlockFilter {
             (1..=5, _) => Self::scalar(typ, val)?,
             _ => return None,
         };
-        Some(BlockFilter { col: attno - 1, strategy, value })
+        Some(BlockFilter {
+            col: attno - 1,
+            strategy,
+            value,
+        })
     }
 
     fn scalar(typ: &str, val: &str) -> Option<Value> {
@@ -87,7 +105,11 @@ impl BlockFilter {
                 {
                     return None;
                 }
-                Value::Numeric { neg, int: int.into(), frac: frac.into() }
+                Value::Numeric {
+                    neg,
+                    int: int.into(),
+                    frac: frac.into(),
+                }
             }
             _ => return None,
         })
@@ -104,7 +126,11 @@ impl BlockFilter {
             digits.push(frac.as_bytes().get(k).map(|&b| b as char).unwrap_or('0'));
         }
         let digits = digits.trim_start_matches('0');
-        let mag: i128 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
+        let mag: i128 = if digits.is_empty() {
+            0
+        } else {
+            digits.parse().ok()?
+        };
         Some(if neg { -mag } else { mag })
     }
 
@@ -117,11 +143,17 @@ impl BlockFilter {
         let dec_col = matches!(c.kind, KIND_DEC64 | KIND_DEC128);
         match &self.value {
             Value::Null => Some(Prepared::Null),
-            Value::Int(v) if int_col => Some(Prepared::Int { attlen: c.attlen, v: *v as i128 }),
+            Value::Int(v) if int_col => Some(Prepared::Int {
+                attlen: c.attlen,
+                v: *v as i128,
+            }),
             Value::Numeric { neg, int, frac } if dec_col => {
                 // exact only: extra fraction digits must be zeros
                 let v = Self::scaled(*neg, int, frac, c.scale as usize)?;
-                Some(Prepared::Dec { wide: c.kind == KIND_DEC128, v })
+                Some(Prepared::Dec {
+                    wide: c.kind == KIND_DEC128,
+                    v,
+                })
             }
             Value::Set(vs) if int_col => {
                 let mut out = Vec::with_capacity(vs.len());
@@ -130,19 +162,27 @@ impl BlockFilter {
                     out.push(*x as i128);
                 }
                 out.sort_unstable();
-                Some(Prepared::IntSet { attlen: c.attlen, vs: out })
+                Some(Prepared::IntSet {
+                    attlen: c.attlen,
+                    vs: out,
+                })
             }
             Value::Set(vs) if dec_col => {
                 let mut out = Vec::with_capacity(vs.len());
                 for v in vs {
-                    let Value::Numeric { neg, int, frac } = v else { return None };
+                    let Value::Numeric { neg, int, frac } = v else {
+                        return None;
+                    };
                     // an element the scale cannot hold cannot equal a stored value
                     if let Some(x) = Self::scaled(*neg, int, frac, c.scale as usize) {
                         out.push(x);
                     }
                 }
                 out.sort_unstable();
-                Some(Prepared::DecSet { wide: c.kind == KIND_DEC128, vs: out })
+                Some(Prepared::DecSet {
+                    wide: c.kind == KIND_DEC128,
+                    vs: out,
+                })
             }
             _ => None,
         }
@@ -212,14 +252,22 @@ mod tests {
     fn parse_filters() {
         assert_eq!(
             BlockFilter::parse("9 4 int -731"),
-            Some(BlockFilter { col: 8, strategy: 4, value: Value::Int(-731) })
+            Some(BlockFilter {
+                col: 8,
+                strategy: 4,
+                value: Value::Int(-731)
+            })
         );
         assert_eq!(
             BlockFilter::parse("3 1 numeric 24"),
             Some(BlockFilter {
                 col: 2,
                 strategy: 1,
-                value: Value::Numeric { neg: false, int: "24".into(), frac: "".into() }
+                value: Value::Numeric {
+                    neg: false,
+                    int: "24".into(),
+                    frac: "".into()
+                }
             })
         );
         assert_eq!(
@@ -227,12 +275,20 @@ mod tests {
             Some(BlockFilter {
                 col: 2,
                 strategy: 2,
-                value: Value::Numeric { neg: true, int: "0".into(), frac: "070".into() }
+                value: Value::Numeric {
+                    neg: true,
+                    int: "0".into(),
+                    frac: "070".into()
+                }
             })
         );
         assert_eq!(
             BlockFilter::parse("2 6 null -"),
-            Some(BlockFilter { col: 1, strategy: 6, value: Value::Null })
+            Some(BlockFilter {
+                col: 1,
+                strategy: 6,
+                value: Value::Null
+            })
         );
         assert_eq!(
             BlockFilter::parse("2 8 int 3,-1,7"),
@@ -244,7 +300,11 @@ mod tests {
         );
         assert_eq!(
             BlockFilter::parse("2 8 int -"),
-            Some(BlockFilter { col: 1, strategy: 8, value: Value::Set(vec![]) })
+            Some(BlockFilter {
+                col: 1,
+                strategy: 8,
+                value: Value::Set(vec![])
+            })
         );
         assert_eq!(BlockFilter::parse("2 8 int 3,x"), None);
         assert_eq!(BlockFilter::parse("2 6 int 3"), None);

@@ -73,6 +73,17 @@ unsafe fn detach(slot: *mut pg_sys::TupleTableSlot) {
     }
 }
 
+/// Makes every attribute of `slot` valid (a batch row is deformed lazily).
+#[inline]
+unsafe fn deform_all(slot: *mut pg_sys::TupleTableSlot) {
+    unsafe {
+        let natts = (*(*slot).tts_tupleDescriptor).natts;
+        if ((*slot).tts_nvalid as i32) < natts {
+            pg_sys::slot_getsomeattrs_int(slot, natts);
+        }
+    }
+}
+
 /// Points the scoot slot `slot` at row `r` of `batch` (lazily deformed, see the module header).
 ///
 /// # Safety
@@ -113,10 +124,7 @@ pub unsafe fn detach_materialize(slot: *mut pg_sys::TupleTableSlot, batch: *mut 
         if (*s).batch != batch {
             return;
         }
-        let natts = (*(*slot).tts_tupleDescriptor).natts;
-        if ((*slot).tts_nvalid as i32) < natts {
-            pg_sys::slot_getsomeattrs_int(slot, natts);
-        }
+        deform_all(slot);
         (*s).batch = std::ptr::null_mut();
         (VIRTUAL_MATERIALIZE.unwrap())(slot);
     }
@@ -158,10 +166,7 @@ unsafe extern "C-unwind" fn materialize(slot: *mut pg_sys::TupleTableSlot) {
     unsafe {
         let s = slot as *mut ScootSlot;
         if !(*s).batch.is_null() {
-            let natts = (*(*slot).tts_tupleDescriptor).natts;
-            if ((*slot).tts_nvalid as i32) < natts {
-                pg_sys::slot_getsomeattrs_int(slot, natts);
-            }
+            deform_all(slot);
             detach(slot);
         }
         (VIRTUAL_MATERIALIZE.unwrap())(slot);
@@ -184,10 +189,7 @@ unsafe extern "C-unwind" fn copy_heap_tuple(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> pg_sys::HeapTuple {
     unsafe {
-        let natts = (*(*slot).tts_tupleDescriptor).natts;
-        if ((*slot).tts_nvalid as i32) < natts {
-            pg_sys::slot_getsomeattrs_int(slot, natts);
-        }
+        deform_all(slot);
         (VIRTUAL_COPY_HEAP.unwrap())(slot)
     }
 }
@@ -197,10 +199,7 @@ unsafe extern "C-unwind" fn copy_minimal_tuple(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> pg_sys::MinimalTuple {
     unsafe {
-        let natts = (*(*slot).tts_tupleDescriptor).natts;
-        if ((*slot).tts_nvalid as i32) < natts {
-            pg_sys::slot_getsomeattrs_int(slot, natts);
-        }
+        deform_all(slot);
         (VIRTUAL_COPY_MINIMAL.unwrap())(slot)
     }
 }
