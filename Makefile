@@ -7,6 +7,7 @@
 #   make demo            pgbench TPC-B on scoot tables in a throw-away cluster
 #   make bench           heap vs scoot pgbench comparison -> bench/results/latest.{md,json}
 #   make bench-olap      OLAP snapshot benchmarks -> bench/results/olap.{md,json} + plots
+#   make bench-analytic  analytic scans heap vs scoot -> bench/results/analytic.{md,json}
 #   make setup           install the toolchain / packages (scripts/setup.sh)
 #   make cluster-start / cluster-stop   a persistent throw-away cluster in /tmp/pg_scoot_cluster
 #
@@ -16,7 +17,7 @@ PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresq
 export PG_CONFIG
 CARGO ?= cargo
 
-.PHONY: all package install installcheck check test demo bench bench-olap setup cluster-start cluster-stop
+.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic setup cluster-start cluster-stop
 
 all: package
 
@@ -40,6 +41,9 @@ bench:
 
 bench-olap:
 	bash scripts/olap_bench.sh
+
+bench-analytic:
+	bash scripts/analytic_bench.sh
 
 setup:
 	bash scripts/setup.sh
