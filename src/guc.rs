@@ -34,6 +34,10 @@ pub static UFFD_WRITER_RESOLVES: GucSetting<bool> = GucSetting::<bool>::new(true
 /// `scoot.custom_scan`: the planner may read scoot tables with the ScootScan custom scan.
 pub static CUSTOM_SCAN: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `scoot.agg_pushdown`: with `scoot.custom_scan`, aggregates over one scoot table may be
+/// computed a block at a time by the ScootAgg custom scan.
+pub static AGG_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 /// `scoot.opportunistic_prune`: prune version chains during scans and index fetches (debugging aid).
 pub static OPPORTUNISTIC_PRUNE: GucSetting<bool> = GucSetting::<bool>::new(true);
 
@@ -61,6 +65,14 @@ pub fn define() {
         c"Read-only queries may read scoot tables with the ScootScan custom scan.",
         c"ScootScan reads only the columns a query uses from the PAX blocks (EXPLAIN: Scoot Columns). Off: plain Seq Scans.",
         &CUSTOM_SCAN,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.agg_pushdown",
+        c"Aggregates over one scoot table may be computed by the ScootAgg custom scan (needs scoot.custom_scan).",
+        c"ScootAgg computes count, sum, avg, min and max, grouped by plain columns or not, a block at a time on the column regions (EXPLAIN: Scoot Aggregates). Off: PostgreSQL's Agg over a scan.",
+        &AGG_PUSHDOWN,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -510,6 +510,26 @@ pub unsafe fn next_into_virtual(
 /// shared lock, or the image's copy); columns are copied when a row asks for them.
 unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
     unsafe {
+        let st = state(scan);
+        let filters = std::mem::take(&mut st.filters);
+        let (td, eager) = (st.td, st.eager);
+        collect_block(scan, lb, &mut |blk, batch| {
+            apply_filters(&filters, batch, blk);
+            batch.fill(blk, td, eager);
+        });
+        state(scan).filters = filters;
+    }
+}
+
+/// Collects into the scan's batch (reset, no columns) the rows of local block `lb` the scan
+/// returns, then calls `then(block, batch)` while the block is still locked (or on the image's
+/// copy of it).
+unsafe fn collect_block(
+    scan: pg_sys::TableScanDesc,
+    lb: u32,
+    then: &mut dyn FnMut(crate::storage::block::BlockRef, &mut Batch),
+) {
+    unsafe {
         let rel = (*scan).rs_rd;
         let snap = (*scan).rs_snapshot;
         let st = state(scan);
@@ -525,7 +545,6 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
             ffi::pgstat_count_pages_hit(rel, block_pages(st.t, lb, b.hwm));
             let snap = im.image.snap;
             let batch = &mut st.batch;
-            let (filters, eager) = (&st.filters, st.eager);
             im.with_block(b.ab, |blk| {
                 batch.reset(lb, blk.natts().min(natts));
                 batch.src = b.ab;
@@ -538,8 +557,7 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
                         batch.push(sl, h);
                     }
                 }
-                apply_filters(filters, batch, blk);
-                batch.fill(blk, td, eager);
+                then(blk, batch);
             });
             return;
         }
@@ -577,8 +595,40 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
                 st.batch.push(sl, h);
             }
         }
-        apply_filters(&st.filters, &mut st.batch, l.blk);
-        st.batch.fill(l.blk, td, st.eager);
+        then(l.blk, &mut st.batch);
+    }
+}
+
+/// Visits every block of a serial block-at-a-time scan (an MVCC snapshot or an OLAP snapshot
+/// image) in TID order: `f(block, rows)` gets the rows the scan returns (ascending slot numbers)
+/// while the block is locked. `f` returns false to stop the scan. Returns false if the scan
+/// cannot be visited this way (not block-at-a-time, or parallel).
+pub unsafe fn visit_blocks(
+    scan: pg_sys::TableScanDesc,
+    f: &mut dyn FnMut(crate::storage::block::BlockRef, &[u32]) -> bool,
+) -> bool {
+    unsafe {
+        let st = state(scan);
+        if !st.pagemode || !(*scan).rs_parallel.is_null() {
+            return false;
+        }
+        let blocks = st.blocks.clone();
+        for lb in blocks {
+            let mut go = true;
+            collect_block(scan, lb, &mut |blk, batch| {
+                if !batch.is_empty() {
+                    go = f(blk, &batch.rows);
+                }
+            });
+            ffi::pgstat_count_getnext_n((*scan).rs_rd, state(scan).batch.len());
+            if !go {
+                break;
+            }
+            pg_sys::check_for_interrupts!();
+        }
+        state(scan).batch.clear();
+        state(scan).pos = Pos::End;
+        true
     }
 }
 

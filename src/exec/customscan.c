@@ -52,6 +52,9 @@ extern void scoot_scan_set_columns(TableScanDesc scan, const bool *mask, int nat
 extern bool scoot_scan_next_virtual(TableScanDesc scan, TupleTableSlot *slot, bool forward);
 extern void scoot_scan_set_filter(TableScanDesc scan, const char *filter);
 
+char	   *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
+double		scoot_column_share(RelOptInfo *rel, int natts, bool *all);
+
 void		scoot_install_custom_scan(void);
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
@@ -133,6 +136,18 @@ needed_columns(RelOptInfo *rel, int natts, bool *all, bool *sysattrs)
 	return cols;
 }
 
+/* The share of `rel`'s columns a query reads (for costs); *all: a whole-row reference. */
+double
+scoot_column_share(RelOptInfo *rel, int natts, bool *all)
+{
+	bool		sysattrs;
+	List	   *cols = needed_columns(rel, natts, all, &sysattrs);
+
+	if (*all || natts <= 0)
+		return 1.0;
+	return (double) Max(list_length(cols), 1) / natts;
+}
+
 /* costsize.c's get_parallel_divisor (static there) */
 static double
 parallel_divisor(int workers)
@@ -176,6 +191,46 @@ cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, 
 		path->startup_cost += disable_cost;
 	path->total_cost = path->startup_cost + cpu + disk
 		+ path->pathtarget->cost.per_tuple * path->rows;
+}
+
+/*
+ * "date column op timestamp constant" (date '...' + interval '...' is a timestamp): the date d
+ * compares as the timestamp d * USECS_PER_DAY, so the filter compares d with the constant's day,
+ * rounded the way that keeps each comparison exact (equality only with a whole day).
+ */
+static char *
+date_timestamp_filter(RelOptInfo *rel, OpExpr *op, Var *var, Const *c, bool commuted,
+					  char **describe, Relation r)
+{
+	static const char *const ops[] = {"", "<", "<=", "=", ">=", ">"};
+	Oid			opfamily = get_opclass_family(GetDefaultOpClass(DATEOID, BTREE_AM_OID));
+	Timestamp	ts = DatumGetTimestamp(c->constvalue);
+	int64		fl,
+				ce;
+	int			strategy = 0,
+				k;
+
+	for (k = 1; k <= 5; k++)
+		if (get_opfamily_member(opfamily, DATEOID, TIMESTAMPOID, k) == op->opno ||
+			get_opfamily_member(opfamily, TIMESTAMPOID, DATEOID, k) == op->opno)
+			strategy = k;
+	if (strategy == 0 || TIMESTAMP_NOT_FINITE(ts))
+		return NULL;
+	if (commuted)
+		strategy = 6 - strategy;
+	fl = ts / USECS_PER_DAY;
+	if (ts % USECS_PER_DAY != 0 && ts < 0)
+		fl--;
+	ce = fl + (ts % USECS_PER_DAY != 0 ? 1 : 0);
+	if (strategy == 3 && fl != ce)
+		return NULL;
+	*describe = psprintf("%s %s %s",
+						 quote_identifier(get_attname(RelationGetRelid(r), var->varattno, false)),
+						 ops[strategy],
+						 quote_literal_cstr(DatumGetCString(DirectFunctionCall1(timestamp_out, c->constvalue))));
+	/* d*D < ts <=> d < ceil; d*D <= ts <=> d <= floor; >= ceil; > floor */
+	return psprintf("%d %d int " INT64_FORMAT, var->varattno, strategy,
+					(strategy == 1 || strategy == 4) ? ce : fl);
 }
 
 /*
@@ -227,6 +282,8 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	if (var->varno != (int) rel->relid || var->varattno <= 0 || var->varlevelsup != 0 || c->constisnull)
 		return NULL;
 	typ = var->vartype;
+	if (typ == DATEOID && c->consttype == TIMESTAMPOID)
+		return date_timestamp_filter(rel, op, var, c, commuted, describe, r);
 	if (c->consttype != typ)
 		return NULL;
 	switch (typ)
@@ -364,8 +421,8 @@ column_name(Relation r, Var *var)
  * (strategy 8, value a comma-separated list; NULL elements match nothing and are left out, an
  * element the column's scale cannot hold exactly cannot equal a stored value either).
  */
-static char *
-block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
+char *
+scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 {
 	if (IsA(clause, NullTest))
 	{
@@ -510,7 +567,7 @@ scoot_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 
 		if (ri->pseudoconstant)
 			continue;
-		f = block_filter(rel, ri->clause, &d, r);
+		f = scoot_block_filter(rel, ri->clause, &d, r);
 		if (f)
 		{
 			filters = lappend(filters, makeString(f));

@@ -1,5 +1,8 @@
 //! Analytic execution over PAX blocks: *how analytic queries read scoot tables fast*.
 //!
+//! `customagg.c` + `agg.rs` are ScootAgg, aggregate pushdown (count/sum/avg/min/max with or
+//! without GROUP BY computed a block at a time on the column regions).
+//!
 //! `customscan.c` is the ScootScan custom scan node (planner path, plan, executor node,
 //! EXPLAIN, parallel DSM; C, like the other executor hooks, so that errors unwind through C
 //! frames only). This module is its Rust side: the `scoot.custom_scan` switch and handing the
@@ -9,13 +12,25 @@ use crate::storage::filter;
 use crate::{am, guc};
 use pgrx::pg_sys;
 
+pub mod agg;
+
 unsafe extern "C" {
     fn scoot_install_custom_scan();
+    fn scoot_install_custom_agg();
 }
 
 /// Registers the custom scan and its planner hook (`_PG_init`, preloaded only).
 pub fn install() {
-    unsafe { scoot_install_custom_scan() }
+    unsafe {
+        scoot_install_custom_scan();
+        scoot_install_custom_agg();
+    }
+}
+
+/// Does the planner push aggregates into ScootAgg (`scoot.agg_pushdown`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_agg_pushdown_enabled() -> bool {
+    guc::AGG_PUSHDOWN.get()
 }
 
 /// Does the planner offer ScootScan paths (`scoot.custom_scan`)?

@@ -162,6 +162,16 @@ pub unsafe fn pgstat_count_getnext(rel: pg_sys::Relation) {
     }
 }
 
+/// `pgstat_count_heap_getnext` for `n` rows at once.
+#[inline]
+pub unsafe fn pgstat_count_getnext_n(rel: pg_sys::Relation, n: usize) {
+    unsafe {
+        if pgstat_counting(rel) {
+            (*(*rel).pgstat_info).t_counts.t_tuples_returned += n as i64;
+        }
+    }
+}
+
 /// `pgstat_count_heap_fetch`: a row fetched by a bitmap heap scan.
 #[inline]
 pub unsafe fn pgstat_count_fetch(rel: pg_sys::Relation) {

@@ -1,0 +1,737 @@
+/*
+ * ScootAgg: aggregate pushdown for scoot tables (planner path on the GROUP BY upper relation,
+ * plan, executor node, EXPLAIN). The Rust side (src/exec/agg.rs) computes the aggregates a
+ * block at a time on the PAX column regions; this file decides which queries it may answer and
+ * hands it a description of the work.
+ *
+ * Shapes pushed down: a read-only SELECT over one scoot table whose every restriction clause is
+ * a block filter (customscan.c: column op constant, IS [NOT] NULL, IN lists), grouped by plain
+ * columns of integer, date, timestamp, numeric(p <= 38, s) or char/varchar(n <= 16) type (or not
+ * grouped), with aggregates count(*), count(x), sum, avg, min and max (no DISTINCT, ORDER BY or
+ * FILTER) over expressions built from such columns and constants with + - * (numeric and
+ * integer). HAVING and any expression over the results are PostgreSQL's own (the node's qual and
+ * projection). Anything else keeps PostgreSQL's plan.
+ *
+ * The node carries PostgreSQL's own Agg plan for the same query as its child, and runs it
+ * instead whenever the block path cannot answer exactly (a block storing a column in another
+ * form, a NaN, an overflow: see agg.rs): EXPLAIN ANALYZE says so. Its output row is the group
+ * keys then the aggregates (custom_scan_tlist); the child Agg's target list is set to the same
+ * list, so either source fills the same scan slot.
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_am.h"
+#include "commands/defrem.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "nodes/extensible.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/planner.h"
+#include "optimizer/tlist.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+
+/* customscan.c */
+extern char *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
+extern double scoot_column_share(RelOptInfo *rel, int natts, bool *all);
+
+/* Rust side (src/exec/mod.rs, src/exec/agg.rs) */
+extern bool scoot_custom_scan_enabled(void);
+extern bool scoot_agg_pushdown_enabled(void);
+extern bool scoot_relation_is_scoot(Relation rel);
+extern void *scoot_agg_create(const char *spec);
+extern void scoot_agg_free(void *agg);
+extern const char *scoot_agg_run(void *agg, TableScanDesc scan);
+extern int64 scoot_agg_ngroups(void *agg);
+extern void scoot_agg_stats(void *agg, int64 *blocks, int64 *emptied);
+extern void scoot_agg_row(void *agg, int64 g, Datum *values, bool *nulls);
+
+void		scoot_install_custom_agg(void);
+Datum		scoot_numeric_div(Datum a, Datum b);
+
+static create_upper_paths_hook_type prev_upper_paths = NULL;
+
+typedef struct ScootAggState
+{
+	CustomScanState css;
+	PlanState  *child;			/* PostgreSQL's Agg plan: the fallback */
+	MemoryContext cxt;			/* the Rust state and the result datums */
+	void	   *agg;
+	bool		started;
+	const char *fallback;		/* why the child runs, or NULL */
+	int64		next;
+	int64		ngroups;
+	int64		blocks;
+	int64		emptied;
+} ScootAggState;
+
+static Plan *agg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
+						   List *tlist, List *clauses, List *custom_plans);
+static Node *agg_create_state(CustomScan *cscan);
+static void agg_begin(CustomScanState *node, EState *estate, int eflags);
+static TupleTableSlot *agg_exec(CustomScanState *node);
+static void agg_end(CustomScanState *node);
+static void agg_rescan(CustomScanState *node);
+static void agg_explain(CustomScanState *node, List *ancestors, ExplainState *es);
+
+static const CustomPathMethods agg_path_methods = {
+	.CustomName = "ScootAgg",
+	.PlanCustomPath = agg_plan_path,
+};
+
+static const CustomScanMethods agg_scan_methods = {
+	.CustomName = "ScootAgg",
+	.CreateCustomScanState = agg_create_state,
+};
+
+static const CustomExecMethods agg_exec_methods = {
+	.CustomName = "ScootAgg",
+	.BeginCustomScan = agg_begin,
+	.ExecCustomScan = agg_exec,
+	.EndCustomScan = agg_end,
+	.ReScanCustomScan = agg_rescan,
+	.ExplainCustomScan = agg_explain,
+};
+
+/* PostgreSQL's numeric division, for avg (agg.rs) */
+Datum
+scoot_numeric_div(Datum a, Datum b)
+{
+	return DirectFunctionCall2(numeric_div, a, b);
+}
+
+/* The integer-path type code of a column type ("i4", "d2", "c1"), or NULL. */
+static char *
+type_code(Oid typ, int32 typmod, bool key)
+{
+	switch (typ)
+	{
+		case INT2OID:
+			return "i2";
+		case INT4OID:
+		case DATEOID:
+			return "i4";
+		case INT8OID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			return "i8";
+		case NUMERICOID:
+			{
+				int			precision,
+							scale;
+
+				if (typmod < (int32) VARHDRSZ)
+					return NULL;	/* unconstrained: stored as varlena */
+				precision = ((typmod - VARHDRSZ) >> 16) & 0xffff;
+				scale = (((typmod - VARHDRSZ) & 0x7ff) ^ 1024) - 1024;
+				if (precision > 38 || scale < 0 || scale > precision)
+					return NULL;
+				return psprintf("d%d", scale);
+			}
+		case BPCHAROID:
+		case VARCHAROID:
+			if (!key || typmod <= (int32) VARHDRSZ || typmod - VARHDRSZ > 16)
+				return NULL;
+			return psprintf("c%d", typmod - VARHDRSZ);
+		default:
+			return NULL;
+	}
+}
+
+static bool
+is_rel_var(Node *n, Index relid)
+{
+	Var		   *v = (Var *) n;
+
+	return n != NULL && IsA(n, Var) && v->varno == (int) relid && v->varattno > 0 &&
+		v->varlevelsup == 0;
+}
+
+/*
+ * Appends an aggregate argument in reverse Polish notation (agg.rs) to `out`; false if the
+ * integer path cannot evaluate it. *typ: its SQL type.
+ */
+static bool
+encode_expr(Node *n, Index relid, StringInfo out, Oid *typ)
+{
+	if (n == NULL)
+		return false;
+	if (IsA(n, RelabelType))
+		n = (Node *) ((RelabelType *) n)->arg;
+	if (is_rel_var(n, relid))
+	{
+		Var		   *v = (Var *) n;
+		char	   *code = type_code(v->vartype, v->vartypmod, false);
+
+		if (code == NULL)
+			return false;
+		appendStringInfo(out, " v%d:%s", v->varattno, code);
+		*typ = v->vartype;
+		return true;
+	}
+	if (IsA(n, Const))
+	{
+		Const	   *c = (Const *) n;
+
+		if (c->constisnull)
+			return false;
+		*typ = c->consttype;
+		switch (c->consttype)
+		{
+			case INT2OID:
+				appendStringInfo(out, " k%d:i2", (int) DatumGetInt16(c->constvalue));
+				return true;
+			case INT4OID:
+				appendStringInfo(out, " k%d:i4", DatumGetInt32(c->constvalue));
+				return true;
+			case INT8OID:
+				appendStringInfo(out, " k" INT64_FORMAT ":i8", DatumGetInt64(c->constvalue));
+				return true;
+			case NUMERICOID:
+				{
+					char	   *s,
+							   *dot;
+					StringInfoData digits;
+					int			scale = 0;
+
+					if (numeric_is_nan(DatumGetNumeric(c->constvalue)) ||
+						numeric_is_inf(DatumGetNumeric(c->constvalue)))
+						return false;
+					/* numeric_out prints exactly the display scale's fraction digits */
+					s = DatumGetCString(DirectFunctionCall1(numeric_out, c->constvalue));
+					dot = strchr(s, '.');
+					if (dot)
+						scale = strlen(dot + 1);
+					initStringInfo(&digits);
+					for (; *s; s++)
+						if (*s != '.')
+							appendStringInfoChar(&digits, *s);
+					if (digits.len > 38 || scale > 38)
+						return false;
+					appendStringInfo(out, " k%s:d%d", digits.data, scale);
+					return true;
+				}
+			default:
+				return false;
+		}
+	}
+	if (IsA(n, OpExpr) && list_length(((OpExpr *) n)->args) == 2)
+	{
+		OpExpr	   *op = (OpExpr *) n;
+		Oid			a,
+					b;
+		const char *sym = NULL,
+				   *ty = NULL;
+
+		set_opfuncid(op);
+		switch (op->opfuncid)
+		{
+			case F_NUMERIC_ADD: sym = "+"; ty = "d"; break;
+			case F_NUMERIC_SUB: sym = "-"; ty = "d"; break;
+			case F_NUMERIC_MUL: sym = "*"; ty = "d"; break;
+			case F_INT2PL: sym = "+"; ty = "i2"; break;
+			case F_INT2MI: sym = "-"; ty = "i2"; break;
+			case F_INT2MUL: sym = "*"; ty = "i2"; break;
+			case F_INT4PL: sym = "+"; ty = "i4"; break;
+			case F_INT4MI: sym = "-"; ty = "i4"; break;
+			case F_INT4MUL: sym = "*"; ty = "i4"; break;
+			case F_INT8PL: sym = "+"; ty = "i8"; break;
+			case F_INT8MI: sym = "-"; ty = "i8"; break;
+			case F_INT8MUL: sym = "*"; ty = "i8"; break;
+			default: return false;
+		}
+		if (!encode_expr(linitial(op->args), relid, out, &a) ||
+			!encode_expr(lsecond(op->args), relid, out, &b))
+			return false;
+		/* operands of one type (a date is an int4 here, but date + date is no operator) */
+		if (a != b || a == DATEOID || a == TIMESTAMPOID || a == TIMESTAMPTZOID)
+			return false;
+		appendStringInfo(out, " %s:%s", sym, ty);
+		*typ = op->opresulttype;
+		return true;
+	}
+	if (IsA(n, FuncExpr) && list_length(((FuncExpr *) n)->args) == 1)
+	{
+		FuncExpr   *f = (FuncExpr *) n;
+		Oid			a;
+		const char *tok;
+
+		switch (f->funcid)
+		{
+			case F_NUMERIC_INT2:
+			case F_NUMERIC_INT4:
+			case F_NUMERIC_INT8: tok = "tonum"; break;
+			case F_INT8_INT2:
+			case F_INT8_INT4: tok = "toi8"; break;
+			default: return false;
+		}
+		if (!encode_expr(linitial(f->args), relid, out, &a) ||
+			!(a == INT2OID || a == INT4OID || a == INT8OID))
+			return false;
+		appendStringInfo(out, " %s", tok);
+		*typ = f->funcresulttype;
+		return true;
+	}
+	return false;
+}
+
+/* Appends "A kind expression" for a supported aggregate; false otherwise. */
+static bool
+encode_aggref(Aggref *a, Index relid, StringInfo out)
+{
+	char	   *name;
+	Oid			argtyp = InvalidOid;
+	StringInfoData e;
+
+	if (a->aggsplit != AGGSPLIT_SIMPLE || a->aggdistinct != NIL || a->aggorder != NIL ||
+		a->aggfilter != NULL || a->aggvariadic || a->aggkind != AGGKIND_NORMAL ||
+		a->agglevelsup != 0 || a->aggdirectargs != NIL)
+		return false;
+	if (get_func_namespace(a->aggfnoid) != PG_CATALOG_NAMESPACE)
+		return false;
+	name = get_func_name(a->aggfnoid);
+	if (strcmp(name, "count") == 0 && a->aggstar)
+	{
+		appendStringInfoString(out, "A countstar\n");
+		return true;
+	}
+	if (list_length(a->args) != 1)
+		return false;
+	initStringInfo(&e);
+	if (!encode_expr((Node *) ((TargetEntry *) linitial(a->args))->expr, relid, &e, &argtyp))
+		return false;
+	if (strcmp(name, "count") == 0)
+	{
+		if (a->aggtype != INT8OID)
+			return false;
+	}
+	else if (strcmp(name, "sum") == 0)
+	{
+		if (a->aggtype != ((argtyp == INT2OID || argtyp == INT4OID) ? INT8OID : NUMERICOID) ||
+			!(argtyp == INT2OID || argtyp == INT4OID || argtyp == INT8OID || argtyp == NUMERICOID))
+			return false;
+	}
+	else if (strcmp(name, "avg") == 0)
+	{
+		if (a->aggtype != NUMERICOID ||
+			!(argtyp == INT2OID || argtyp == INT4OID || argtyp == INT8OID || argtyp == NUMERICOID))
+			return false;
+	}
+	else if (strcmp(name, "min") == 0 || strcmp(name, "max") == 0)
+	{
+		if (a->aggtype != argtyp)
+			return false;
+	}
+	else
+		return false;
+	appendStringInfo(out, "A %s%s\n", name, e.data);
+	return true;
+}
+
+/* costsize.c's cpu cost of an expression list (per tuple) */
+static Cost
+per_tuple_cost(PlannerInfo *root, List *exprs)
+{
+	QualCost	c;
+
+	cost_qual_eval(&c, exprs, root);
+	return c.per_tuple;
+}
+
+static void
+scoot_upper_paths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel,
+				  RelOptInfo *output_rel, void *extra)
+{
+	GroupPathExtraData *gx = (GroupPathExtraData *) extra;
+	Query	   *parse = root->parse;
+	RangeTblEntry *rte;
+	Relation	r;
+	bool		is_scoot;
+	Index		relid;
+	StringInfoData spec;
+	List	   *flat = NIL;
+	List	   *described = NIL;
+	List	   *items;
+	ListCell   *lc;
+	Path	   *child = NULL;
+	CustomPath *cp;
+	int			natts,
+				nkeys = 0,
+				naggs = 0;
+	bool		all;
+	double		share;
+	Cost		cpu;
+
+	if (prev_upper_paths)
+		prev_upper_paths(root, stage, input_rel, output_rel, extra);
+	if (stage != UPPERREL_GROUP_AGG || !scoot_custom_scan_enabled() ||
+		!scoot_agg_pushdown_enabled())
+		return;
+	if (gx == NULL || gx->patype != PARTITIONWISE_AGGREGATE_NONE)
+		return;
+	if (parse->commandType != CMD_SELECT || parse->rowMarks != NIL || parse->groupingSets != NIL ||
+		parse->hasTargetSRFs)
+		return;
+	if (input_rel->reloptkind != RELOPT_BASEREL || input_rel->rtekind != RTE_RELATION ||
+		input_rel->lateral_relids != NULL || input_rel->relid == 0)
+		return;
+	relid = input_rel->relid;
+	rte = planner_rt_fetch(relid, root);
+	if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_RELATION || rte->inh ||
+		rte->tablesample != NULL)
+		return;
+	r = table_open(rte->relid, NoLock);
+	is_scoot = scoot_relation_is_scoot(r);
+	natts = RelationGetDescr(r)->natts;
+	if (!is_scoot)
+	{
+		table_close(r, NoLock);
+		return;
+	}
+
+	initStringInfo(&spec);
+	/* every restriction clause must be a block filter (evaluated exactly, per row) */
+	foreach(lc, input_rel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		char	   *d = NULL;
+		char	   *f;
+
+		f = ri->pseudoconstant ? NULL : scoot_block_filter(input_rel, ri->clause, &d, r);
+		if (f == NULL)
+		{
+			table_close(r, NoLock);
+			return;
+		}
+		appendStringInfo(&spec, "F %s\n", f);
+		described = lappend(described, makeString(d));
+	}
+	table_close(r, NoLock);
+
+	/* group keys: plain columns of key types, grouped by their type's own equality */
+	foreach(lc, parse->groupClause)
+	{
+		SortGroupClause *sgc = lfirst_node(SortGroupClause, lc);
+		TargetEntry *tle = get_sortgroupclause_tle(sgc, parse->targetList);
+		Var		   *v = (Var *) tle->expr;
+		char	   *code;
+		Oid			opclass;
+
+		if (!is_rel_var((Node *) v, relid))
+			return;
+		code = type_code(v->vartype, v->vartypmod, true);
+		if (code == NULL)
+			return;
+		opclass = GetDefaultOpClass(v->vartype, BTREE_AM_OID);
+		if (!OidIsValid(opclass) ||
+			get_opfamily_member(get_opclass_family(opclass), v->vartype, v->vartype,
+								BTEqualStrategyNumber) != sgc->eqop)
+			return;
+		if (OidIsValid(v->varcollid) && !get_collation_isdeterministic(v->varcollid))
+			return;
+		appendStringInfo(&spec, "K %d %s\n", v->varattno, code);
+		flat = lappend(flat, v);
+		nkeys++;
+	}
+
+	/* what the target and HAVING read: group key columns and supported aggregates only */
+	items = pull_var_clause((Node *) output_rel->reltarget->exprs,
+							PVC_INCLUDE_AGGREGATES | PVC_RECURSE_WINDOWFUNCS |
+							PVC_RECURSE_PLACEHOLDERS);
+	items = list_concat(items, pull_var_clause(gx->havingQual,
+											   PVC_INCLUDE_AGGREGATES | PVC_RECURSE_WINDOWFUNCS |
+											   PVC_RECURSE_PLACEHOLDERS));
+	foreach(lc, items)
+	{
+		Node	   *n = lfirst(lc);
+
+		if (IsA(n, Var))
+		{
+			if (!list_member(flat, n))
+				return;
+			continue;
+		}
+		if (!IsA(n, Aggref))
+			return;
+		if (list_member(flat, n))
+			continue;
+		if (!encode_aggref((Aggref *) n, relid, &spec))
+			return;
+		flat = lappend(flat, n);
+		naggs++;
+	}
+	if (flat == NIL)
+		return;
+
+	/* the fallback: PostgreSQL's own cheapest one-step Agg plan for the query */
+	foreach(lc, output_rel->pathlist)
+	{
+		Path	   *p = lfirst(lc);
+
+		if (IsA(p, AggPath) && ((AggPath *) p)->aggsplit == AGGSPLIT_SIMPLE &&
+			(child == NULL || p->total_cost < child->total_cost))
+			child = p;
+	}
+	if (child == NULL)
+		return;
+	/* add_path frees the paths ours dominates: keep a copy (its subpaths belong to input_rel) */
+	{
+		AggPath    *copy = makeNode(AggPath);
+
+		memcpy(copy, child, sizeof(AggPath));
+		child = (Path *) copy;
+	}
+
+	cp = makeNode(CustomPath);
+	cp->path.pathtype = T_CustomScan;
+	cp->path.parent = output_rel;
+	cp->path.pathtarget = output_rel->reltarget;
+	cp->path.param_info = NULL;
+	cp->path.parallel_aware = false;
+	cp->path.parallel_safe = false;
+	cp->path.parallel_workers = 0;
+	cp->path.pathkeys = NIL;
+	cp->path.rows = child->rows;
+	/*
+	 * Cost: the columns' share of the table's pages, plus a fraction of an operator per row and
+	 * filter, key and aggregate (they run over column arrays, not tuples); HAVING and the
+	 * projection per group.
+	 */
+	share = scoot_column_share(input_rel, natts, &all);
+	cpu = input_rel->tuples * cpu_operator_cost * 0.25 * (1 + list_length(described) + nkeys + naggs);
+	cp->path.startup_cost = seq_page_cost * input_rel->pages * share + cpu +
+		child->rows * per_tuple_cost(root, (List *) gx->havingQual);
+	cp->path.total_cost = cp->path.startup_cost +
+		child->rows * (cpu_tuple_cost + output_rel->reltarget->cost.per_tuple);
+	if (!enable_seqscan)
+		cp->path.startup_cost += disable_cost, cp->path.total_cost += disable_cost;
+	cp->custom_paths = list_make1(child);
+	/* custom_private: (description, relation, group keys then aggregates, filter texts) */
+	cp->custom_private = list_make4(makeString(spec.data), makeInteger(relid), flat, described);
+	cp->methods = &agg_path_methods;
+	add_path(output_rel, (Path *) cp);
+}
+
+static Plan *
+agg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
+			  List *tlist, List *clauses, List *custom_plans)
+{
+	CustomScan *cs = makeNode(CustomScan);
+	List	   *flat = (List *) lthird(best_path->custom_private);
+	List	   *scan_tlist = NIL;
+	List	   *child_tlist = NIL;
+	Plan	   *child = linitial(custom_plans);
+	ListCell   *lc;
+	int			resno = 1;
+
+	foreach(lc, flat)
+	{
+		scan_tlist = lappend(scan_tlist, makeTargetEntry(copyObject(lfirst(lc)), resno, NULL, false));
+		child_tlist = lappend(child_tlist, makeTargetEntry(copyObject(lfirst(lc)), resno, NULL, false));
+		resno++;
+	}
+	if (!IsA(child, Agg))
+		elog(ERROR, "scoot: the aggregate fallback plan is a %d node, not an Agg", (int) nodeTag(child));
+	/* the fallback produces the node's scan row */
+	child->targetlist = child_tlist;
+
+	cs->methods = &agg_scan_methods;
+	cs->scan.plan.targetlist = tlist;
+	cs->scan.plan.qual = (List *) copyObject(root->hasHavingQual ? root->parse->havingQual : NULL);
+	cs->scan.scanrelid = intVal(lsecond(best_path->custom_private));
+	cs->custom_scan_tlist = scan_tlist;
+	cs->custom_plans = custom_plans;
+	cs->flags = best_path->flags;
+	cs->custom_private = list_make3(linitial(best_path->custom_private),
+									makeInteger(list_length(flat)),
+									lfourth(best_path->custom_private));
+	return &cs->scan.plan;
+}
+
+static Node *
+agg_create_state(CustomScan *cscan)
+{
+	ScootAggState *s = (ScootAggState *) newNode(sizeof(ScootAggState), T_CustomScanState);
+
+	s->css.methods = &agg_exec_methods;
+	return (Node *) s;
+}
+
+static void
+agg_begin(CustomScanState *node, EState *estate, int eflags)
+{
+	ScootAggState *s = (ScootAggState *) node;
+	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
+
+	s->child = ExecInitNode(linitial(cs->custom_plans), estate, eflags);
+	node->custom_ps = list_make1(s->child);
+	s->cxt = AllocSetContextCreate(CurrentMemoryContext, "ScootAgg", ALLOCSET_DEFAULT_SIZES);
+}
+
+/* Computes the aggregates over the table (first call), or learns why the child must. */
+static void
+agg_start(ScootAggState *s)
+{
+	ScanState  *ss = &s->css.ss;
+	CustomScan *cs = (CustomScan *) ss->ps.plan;
+	MemoryContext old = MemoryContextSwitchTo(s->cxt);
+	TableScanDesc scan;
+
+	s->agg = scoot_agg_create(strVal(linitial(cs->custom_private)));
+	scan = table_beginscan(ss->ss_currentRelation, ss->ps.state->es_snapshot, 0, NULL);
+	s->fallback = scoot_agg_run(s->agg, scan);
+	table_endscan(scan);
+	s->ngroups = s->fallback ? 0 : scoot_agg_ngroups(s->agg);
+	scoot_agg_stats(s->agg, &s->blocks, &s->emptied);
+	s->next = 0;
+	s->started = true;
+	MemoryContextSwitchTo(old);
+}
+
+static TupleTableSlot *
+agg_next(ScanState *ss)
+{
+	ScootAggState *s = (ScootAggState *) ss;
+	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
+	MemoryContext old;
+
+	if (!s->started)
+		agg_start(s);
+	if (s->fallback)
+	{
+		TupleTableSlot *r = ExecProcNode(s->child);
+
+		if (TupIsNull(r))
+			return ExecClearTuple(slot);
+		return ExecCopySlot(slot, r);
+	}
+	ExecClearTuple(slot);
+	if (s->next >= s->ngroups)
+		return slot;
+	old = MemoryContextSwitchTo(s->cxt);
+	scoot_agg_row(s->agg, s->next++, slot->tts_values, slot->tts_isnull);
+	MemoryContextSwitchTo(old);
+	return ExecStoreVirtualTuple(slot);
+}
+
+static bool
+agg_recheck(ScanState *ss, TupleTableSlot *slot)
+{
+	return true;
+}
+
+static TupleTableSlot *
+agg_exec(CustomScanState *node)
+{
+	return ExecScan(&node->ss, (ExecScanAccessMtd) agg_next, (ExecScanRecheckMtd) agg_recheck);
+}
+
+static void
+agg_reset(ScootAggState *s)
+{
+	if (s->agg)
+		scoot_agg_free(s->agg);
+	s->agg = NULL;
+	s->started = false;
+	s->fallback = NULL;
+	MemoryContextReset(s->cxt);
+}
+
+static void
+agg_end(CustomScanState *node)
+{
+	ScootAggState *s = (ScootAggState *) node;
+
+	agg_reset(s);
+	ExecEndNode(s->child);
+	if (node->ss.ps.ps_ResultTupleSlot)
+		ExecClearTuple(node->ss.ps.ps_ResultTupleSlot);
+	ExecClearTuple(node->ss.ss_ScanTupleSlot);
+}
+
+static void
+agg_rescan(CustomScanState *node)
+{
+	ScootAggState *s = (ScootAggState *) node;
+
+	ExecClearTuple(node->ss.ss_ScanTupleSlot);
+	agg_reset(s);
+	ExecReScan(s->child);
+	ExecScanReScan(&node->ss);
+}
+
+static void
+agg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	ScootAggState *s = (ScootAggState *) node;
+	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
+	int			nflat = intVal(lsecond(cs->custom_private));
+	List	   *described = (List *) lthird(cs->custom_private);
+	List	   *context;
+	StringInfoData keys,
+				aggs,
+				f;
+	ListCell   *lc;
+	int			i = 0;
+
+	context = set_deparse_context_plan(es->deparse_cxt, node->ss.ps.plan, ancestors);
+	initStringInfo(&keys);
+	initStringInfo(&aggs);
+	foreach(lc, cs->custom_scan_tlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		StringInfo	to = IsA(tle->expr, Aggref) ? &aggs : &keys;
+
+		if (i++ >= nflat)
+			break;
+		if (to->len > 0)
+			appendStringInfoString(to, ", ");
+		appendStringInfoString(to, deparse_expression((Node *) tle->expr, context, false, false));
+	}
+	if (keys.len > 0)
+		ExplainPropertyText("Scoot Group Keys", keys.data, es);
+	if (aggs.len > 0)
+		ExplainPropertyText("Scoot Aggregates", aggs.data, es);
+	if (described != NIL)
+	{
+		initStringInfo(&f);
+		foreach(lc, described)
+		{
+			if (f.len > 0)
+				appendStringInfoString(&f, " AND ");
+			appendStringInfoString(&f, strVal(lfirst(lc)));
+		}
+		ExplainPropertyText("Scoot Block Filter", f.data, es);
+	}
+	if (es->analyze && s->started)
+	{
+		ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);
+		if (es->format != EXPLAIN_FORMAT_TEXT || s->emptied > 0)
+			ExplainPropertyInteger("Scoot Blocks Emptied by Filters", NULL, s->emptied, es);
+		ExplainPropertyText("Scoot Fallback", s->fallback ? s->fallback : "none", es);
+	}
+}
+
+void
+scoot_install_custom_agg(void)
+{
+	RegisterCustomScanMethods(&agg_scan_methods);
+	prev_upper_paths = create_upper_paths_hook;
+	create_upper_paths_hook = scoot_upper_paths;
+}
