@@ -613,6 +613,7 @@ pub unsafe fn visit_blocks(
             return false;
         }
         let blocks = st.blocks.clone();
+        st.batch.rows_only = true;
         for lb in blocks {
             let mut go = true;
             collect_block(scan, lb, &mut |blk, batch| {
@@ -627,6 +628,7 @@ pub unsafe fn visit_blocks(
             pg_sys::check_for_interrupts!();
         }
         state(scan).batch.clear();
+        state(scan).batch.rows_only = false;
         state(scan).pos = Pos::End;
         true
     }

@@ -21,8 +21,6 @@ use crate::storage::block::{BlockRef, ColDesc, KIND_CHARN, KIND_DEC128, KIND_DEC
 use crate::storage::encoding::{self, NAN128, NAN64};
 use crate::storage::filter::BlockFilter;
 use pgrx::pg_sys;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// A value type of the integer path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,9 +70,20 @@ pub enum Kind {
     Max,
 }
 
+/// How an aggregate's argument relates to earlier ones' (evaluated once per block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reuse {
+    None,
+    /// the same expression as aggregate i
+    Same(usize),
+    /// aggregate i's expression is its first `len` tokens
+    Prefix(usize, usize),
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct AggSpec {
     kind: Kind,
+    reuse: Reuse,
     /// result type (Sum of int2/int4: Int(8); of int8: Dec(0); Avg: numeric)
     out: Ty,
     expr: Vec<Tok>,
@@ -200,6 +209,7 @@ impl Spec {
                     };
                     spec.aggs.push(AggSpec {
                         kind,
+                        reuse: Reuse::None,
                         out,
                         expr,
                         ty,
@@ -210,6 +220,32 @@ impl Spec {
         }
         if spec.keys.iter().map(|k| key_words(k.1)).sum::<usize>() > KEY_WORDS {
             return None;
+        }
+        // shared arguments: the first aggregate with the same expression, else the longest
+        // earlier one that is a prefix (in reverse Polish notation a prefix whose value is one
+        // stack entry is a subexpression: each earlier one is a whole expression)
+        for j in 0..spec.aggs.len() {
+            let e = &spec.aggs[j].expr;
+            if e.is_empty() {
+                continue;
+            }
+            let mut reuse = Reuse::None;
+            let mut best = 0;
+            for i in 0..j {
+                let (ei, ri) = (&spec.aggs[i].expr, spec.aggs[i].reuse);
+                if ei.is_empty() || matches!(ri, Reuse::Same(_)) {
+                    continue;
+                }
+                if ei == e {
+                    reuse = Reuse::Same(i);
+                    break;
+                }
+                if ei.len() < e.len() && e.starts_with(ei) && ei.len() > best {
+                    best = ei.len();
+                    reuse = Reuse::Prefix(i, ei.len());
+                }
+            }
+            spec.aggs[j].reuse = reuse;
         }
         Some(spec)
     }
@@ -222,33 +258,8 @@ type Key = ([u64; KEY_WORDS], u32);
 fn key_words(t: Ty) -> usize {
     match t {
         Ty::Int(_) => 1,
+        Ty::Char(w) if w <= 8 => 1,
         _ => 2,
-    }
-}
-
-/// FxHash: the group keys are a few words; SipHash would cost more than the aggregation.
-#[derive(Default)]
-struct Fx(u64);
-impl Hasher for Fx {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(*b as u64);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64)
-    }
-    #[inline]
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64)
     }
 }
 
@@ -261,18 +272,145 @@ struct Acc {
     v: Vec<i128>,
 }
 
-/// A column of one block, read as exact integers for the selected rows.
+/// Values of one block's selected rows: one per row, or one constant for all.
+#[derive(Clone)]
+enum Val {
+    K(i128),
+    V(Vec<i128>),
+}
+
+/// An expression's (or a column's) values over the selected rows of a block.
+#[derive(Clone)]
 struct Col {
-    vals: Vec<i128>,
+    val: Val,
     /// None: no NULLs
     nulls: Option<Vec<bool>>,
 }
 
+impl Col {
+    #[inline]
+    fn is_null(&self, i: usize) -> bool {
+        self.nulls.as_ref().is_some_and(|n| n[i])
+    }
+}
+
+/// Reused buffers: a block's columns are a few hundred KB each, which malloc would map and
+/// unmap (page faults, zeroing) block after block.
+#[derive(Default)]
+pub struct Pool {
+    ints: Vec<Vec<i128>>,
+    bools: Vec<Vec<bool>>,
+}
+
+impl Pool {
+    fn ints(&mut self, n: usize) -> Vec<i128> {
+        let mut v = self.ints.pop().unwrap_or_default();
+        v.clear();
+        v.reserve(n);
+        v
+    }
+    fn bools(&mut self, n: usize) -> Vec<bool> {
+        let mut v = self.bools.pop().unwrap_or_default();
+        v.clear();
+        v.resize(n, false);
+        v
+    }
+    fn put(&mut self, c: Col) {
+        if let Val::V(v) = c.val {
+            self.ints.push(v);
+        }
+        if let Some(b) = c.nulls {
+            self.bools.push(b);
+        }
+    }
+    fn copy(&mut self, c: &Col) -> Col {
+        Col {
+            val: match &c.val {
+                Val::K(x) => Val::K(*x),
+                Val::V(xs) => {
+                    let mut v = self.ints(xs.len());
+                    v.extend_from_slice(xs);
+                    Val::V(v)
+                }
+            },
+            nulls: c.nulls.as_ref().map(|b| {
+                let mut v = self.bools(0);
+                v.extend_from_slice(b);
+                v
+            }),
+        }
+    }
+}
+
+/// The group table: open addressing over group numbers (keys are a few words; a general
+/// hash map would cost more than the aggregation).
+struct Groups {
+    /// group number + 1, 0 = empty
+    slots: Vec<u32>,
+    keys: Vec<Key>,
+}
+
+#[inline]
+fn key_hash(k: &Key) -> u64 {
+    let mut h = (k.1 as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for w in k.0 {
+        h = (h.rotate_left(23) ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    h ^ (h >> 29)
+}
+
+impl Groups {
+    fn new() -> Groups {
+        Groups {
+            slots: vec![0; 64],
+            keys: Vec::new(),
+        }
+    }
+
+    /// (group, is new)
+    #[inline]
+    fn find_or_add(&mut self, k: &Key) -> (u32, bool) {
+        let mask = self.slots.len() - 1;
+        let mut i = key_hash(k) as usize & mask;
+        loop {
+            let g = self.slots[i];
+            if g == 0 {
+                let n = self.keys.len() as u32;
+                self.keys.push(*k);
+                self.slots[i] = n + 1;
+                if self.keys.len() * 2 > self.slots.len() {
+                    self.grow();
+                }
+                return (n, true);
+            }
+            if self.keys[g as usize - 1] == *k {
+                return (g - 1, false);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        let n = self.slots.len() * 2;
+        self.slots = vec![0; n];
+        for (g, k) in self.keys.iter().enumerate() {
+            let mut i = key_hash(k) as usize & (n - 1);
+            while self.slots[i] != 0 {
+                i = (i + 1) & (n - 1);
+            }
+            self.slots[i] = g as u32 + 1;
+        }
+    }
+}
+
 pub struct AggExec {
     spec: Spec,
-    groups: HashMap<Key, u32, BuildHasherDefault<Fx>>,
-    keys: Vec<Key>,
+    groups: Groups,
     accs: Vec<Acc>,
+    pool: Pool,
+    sel: Vec<u32>,
+    keys: Vec<Key>,
+    gids: Vec<u32>,
     /// blocks read, and blocks whose rows the filters removed entirely
     pub blocks: u64,
     pub blocks_empty: u64,
@@ -287,32 +425,43 @@ fn column<'a>(blk: BlockRef, att: usize) -> Result<&'a ColDesc, Fallback> {
 }
 
 /// Reads column `att` of the selected rows as type `ty`.
-fn read_col(blk: BlockRef, att: usize, ty: Ty, sel: &[u32]) -> Result<Col, Fallback> {
+fn read_col(
+    blk: BlockRef,
+    att: usize,
+    ty: Ty,
+    sel: &[u32],
+    pool: &mut Pool,
+) -> Result<Col, Fallback> {
     let c = column(blk, att)?;
-    let mut vals = Vec::with_capacity(sel.len());
+    let mut vals = pool.ints(sel.len());
     let mut nulls: Option<Vec<bool>> = None;
-    let check_nulls = |nulls: &mut Option<Vec<bool>>, i: usize, valid: bool| {
-        if !valid {
-            nulls.get_or_insert_with(|| vec![false; sel.len()])[i] = true;
-        }
+    let mut spare = Some(pool.bools(sel.len()));
+    let mut mark_null = |i: usize| {
+        nulls.get_or_insert_with(|| spare.take().unwrap())[i] = true;
     };
     match ty {
         Ty::Int(bytes) => {
             if c.kind != KIND_FIXED || c.byval == 0 || c.attlen != bytes as i16 {
                 return Err(Fallback("a column stored in another form"));
             }
-            for (i, &s) in sel.iter().enumerate() {
-                let valid = blk.is_valid(c, s);
-                check_nulls(&mut nulls, i, valid);
-                let p = blk.value_ptr(c, s);
-                let v = unsafe {
-                    match bytes {
-                        2 => (p as *const i16).read_unaligned() as i128,
-                        4 => (p as *const i32).read_unaligned() as i128,
-                        _ => (p as *const i64).read_unaligned() as i128,
+            macro_rules! ints {
+                ($t:ty) => {
+                    for (i, &s) in sel.iter().enumerate() {
+                        if blk.is_valid(c, s) {
+                            vals.push(unsafe {
+                                (blk.value_ptr(c, s) as *const $t).read_unaligned()
+                            } as i128);
+                        } else {
+                            mark_null(i);
+                            vals.push(0);
+                        }
                     }
                 };
-                vals.push(if valid { v } else { 0 });
+            }
+            match bytes {
+                2 => ints!(i16),
+                4 => ints!(i32),
+                _ => ints!(i64),
             }
         }
         Ty::Dec(scale) => {
@@ -321,9 +470,8 @@ fn read_col(blk: BlockRef, att: usize, ty: Ty, sel: &[u32]) -> Result<Col, Fallb
             }
             let wide = c.kind == KIND_DEC128;
             for (i, &s) in sel.iter().enumerate() {
-                let valid = blk.is_valid(c, s);
-                check_nulls(&mut nulls, i, valid);
-                if !valid {
+                if !blk.is_valid(c, s) {
+                    mark_null(i);
                     vals.push(0);
                     continue;
                 }
@@ -348,7 +496,13 @@ fn read_col(blk: BlockRef, att: usize, ty: Ty, sel: &[u32]) -> Result<Col, Fallb
         }
         Ty::Char(_) => return Err(Fallback("a character column in an expression")),
     }
-    Ok(Col { vals, nulls })
+    if let Some(b) = spare {
+        pool.bools.push(b);
+    }
+    Ok(Col {
+        val: Val::V(vals),
+        nulls,
+    })
 }
 
 fn pow10(k: u32) -> Option<i128> {
@@ -363,78 +517,242 @@ fn int_fits(v: i128, bytes: u8) -> bool {
     }
 }
 
+#[inline]
+fn fits64(x: i128) -> bool {
+    x == x as i64 as i128
+}
+
+/// x * y, exact or None; a product of two 64-bit values cannot overflow (and is one multiply).
+#[inline]
+fn mul(x: i128, y: i128) -> Option<i128> {
+    if fits64(x) && fits64(y) {
+        Some(x * y)
+    } else {
+        x.checked_mul(y)
+    }
+}
+
 const OVERFLOW: Fallback = Fallback("an overflow (PostgreSQL raises its error)");
 
-/// Evaluates an expression over the selected rows of a block.
-fn eval(blk: BlockRef, expr: &[Tok], sel: &[u32]) -> Result<Col, Fallback> {
-    let mut stack: Vec<(Col, Ty)> = Vec::new();
+/// a op b over a block's rows (numeric operands already at the result's scale for + and -).
+fn apply(op: u8, a: Val, b: &Val, pool: &mut Pool) -> Result<Val, Fallback> {
+    let f = |x: i128, y: i128| -> Option<i128> {
+        match op {
+            b'+' => x.checked_add(y),
+            b'-' => x.checked_sub(y),
+            _ => mul(x, y),
+        }
+    };
+    Ok(match (a, b) {
+        (Val::K(x), Val::K(y)) => Val::K(f(x, *y).ok_or(OVERFLOW)?),
+        (Val::V(mut xs), Val::K(y)) => {
+            for x in xs.iter_mut() {
+                *x = f(*x, *y).ok_or(OVERFLOW)?;
+            }
+            Val::V(xs)
+        }
+        (Val::K(x), Val::V(ys)) => {
+            let mut out = pool.ints(ys.len());
+            for &y in ys {
+                out.push(f(x, y).ok_or(OVERFLOW)?);
+            }
+            Val::V(out)
+        }
+        (Val::V(mut xs), Val::V(ys)) => {
+            for (x, y) in xs.iter_mut().zip(ys) {
+                *x = f(*x, *y).ok_or(OVERFLOW)?;
+            }
+            Val::V(xs)
+        }
+    })
+}
+
+/// Multiplies the values by 10^k (numeric rescaling).
+fn rescale(v: Val, k: u32, pool: &mut Pool) -> Result<Val, Fallback> {
+    if k == 0 {
+        return Ok(v);
+    }
+    apply(b'*', v, &Val::K(pow10(k).ok_or(OVERFLOW)?), pool)
+}
+
+/// The columns one block's expressions read, each read once.
+struct Cols<'a> {
+    blk: BlockRef,
+    sel: &'a [u32],
+    read: Vec<((usize, Ty), Col)>,
+    pool: &'a mut Pool,
+}
+
+impl Cols<'_> {
+    fn get(&mut self, att: usize, ty: Ty) -> Result<Col, Fallback> {
+        if let Some((_, c)) = self.read.iter().find(|(k, _)| *k == (att, ty)) {
+            return Ok(self.pool.copy(c));
+        }
+        let c = read_col(self.blk, att, ty, self.sel, self.pool)?;
+        let copy = self.pool.copy(&c);
+        self.read.push(((att, ty), c));
+        Ok(copy)
+    }
+}
+
+/// Evaluates the tokens `expr` over the selected rows, on top of `stack` (a shared prefix's
+/// value, or empty).
+fn eval(cols: &mut Cols, expr: &[Tok], mut stack: Vec<(Col, Ty)>) -> Result<Col, Fallback> {
+    let n = cols.sel.len();
     for t in expr {
         match t {
-            Tok::Var(att, ty) => stack.push((read_col(blk, *att, *ty, sel)?, *ty)),
+            Tok::Var(att, ty) => stack.push((cols.get(*att, *ty)?, *ty)),
             Tok::Const(v, ty) => stack.push((
                 Col {
-                    vals: vec![*v; sel.len()],
+                    val: Val::K(*v),
                     nulls: None,
                 },
                 *ty,
             )),
-            Tok::ToNum => {
-                let top = stack.last_mut().unwrap();
-                top.1 = Ty::Dec(0);
-            }
-            Tok::ToI8 => {
-                let top = stack.last_mut().unwrap();
-                top.1 = Ty::Int(8);
-            }
+            Tok::ToNum => stack.last_mut().unwrap().1 = Ty::Dec(0),
+            Tok::ToI8 => stack.last_mut().unwrap().1 = Ty::Int(8),
             Tok::Op(op, rty) => {
                 let (b, bt) = stack.pop().unwrap();
-                let (mut a, at) = stack.pop().unwrap();
+                let (a, at) = stack.pop().unwrap();
                 // numeric + and -: both operands at the larger scale
-                let (fa, fb) = match (at, bt, *op) {
-                    (Ty::Dec(x), Ty::Dec(y), b'+' | b'-') => (
-                        pow10(y.saturating_sub(x)).ok_or(OVERFLOW)?,
-                        pow10(x.saturating_sub(y)).ok_or(OVERFLOW)?,
-                    ),
-                    _ => (1, 1),
+                let (ka, kb) = match (at, bt, *op) {
+                    (Ty::Dec(x), Ty::Dec(y), b'+' | b'-') => {
+                        (y.saturating_sub(x), x.saturating_sub(y))
+                    }
+                    _ => (0, 0),
                 };
-                for (x, y) in a.vals.iter_mut().zip(b.vals.iter()) {
-                    let (x1, y1) = if fa == 1 && fb == 1 {
-                        (*x, *y)
-                    } else {
-                        (
-                            x.checked_mul(fa).ok_or(OVERFLOW)?,
-                            y.checked_mul(fb).ok_or(OVERFLOW)?,
-                        )
-                    };
-                    let r = match op {
-                        b'+' => x1.checked_add(y1),
-                        b'-' => x1.checked_sub(y1),
-                        _ => x1.checked_mul(y1),
-                    };
-                    *x = r.ok_or(OVERFLOW)?;
-                }
-                a.nulls = match (a.nulls, b.nulls) {
+                let bv = rescale(b.val, kb, cols.pool)?;
+                let val = apply(*op, rescale(a.val, ka, cols.pool)?, &bv, cols.pool)?;
+                cols.pool.put(Col {
+                    val: bv,
+                    nulls: None,
+                });
+                let nulls = match (a.nulls, b.nulls) {
                     (None, n) | (n, None) => n,
                     (Some(mut x), Some(y)) => {
-                        for (p, q) in x.iter_mut().zip(y) {
+                        for (p, q) in x.iter_mut().zip(&y) {
                             *p |= q;
                         }
+                        cols.pool.bools.push(y);
                         Some(x)
                     }
                 };
-                // a NULL operand's placeholder value never overflows the result
+                let r = Col { val, nulls };
+                // integer operators raise an error on overflow (a NULL operand's placeholder
+                // never counts)
                 if let Ty::Int(bytes) = rty {
-                    for (i, v) in a.vals.iter().enumerate() {
-                        if !int_fits(*v, *bytes) && !a.nulls.as_ref().is_some_and(|n| n[i]) {
-                            return Err(OVERFLOW);
+                    match &r.val {
+                        Val::K(x) => {
+                            if !int_fits(*x, *bytes) && n > 0 {
+                                return Err(OVERFLOW);
+                            }
+                        }
+                        Val::V(xs) => {
+                            for (i, x) in xs.iter().enumerate() {
+                                if !int_fits(*x, *bytes) && !r.is_null(i) {
+                                    return Err(OVERFLOW);
+                                }
+                            }
                         }
                     }
                 }
-                stack.push((a, *rty));
+                stack.push((r, *rty));
             }
         }
     }
     Ok(stack.pop().unwrap().0)
+}
+
+/// Adds one block's argument values to an aggregate's groups (`gids` None: all in group 0).
+fn accumulate(
+    kind: Kind,
+    acc: &mut Acc,
+    gids: Option<&[u32]>,
+    col: &Col,
+    n: usize,
+) -> Result<(), Fallback> {
+    let valid = |i: usize| !col.is_null(i);
+    match (&col.val, gids) {
+        (Val::K(x), _) => {
+            // a constant argument: per group, the number of non-NULL rows
+            for i in 0..n {
+                if !valid(i) {
+                    continue;
+                }
+                let g = gids.map(|ids| ids[i] as usize).unwrap_or(0);
+                acc.n[g] += 1;
+                match kind {
+                    Kind::Sum | Kind::Avg => {
+                        acc.v[g] = acc.v[g].checked_add(*x).ok_or(OVERFLOW)?
+                    }
+                    Kind::Min => acc.v[g] = acc.v[g].min(*x),
+                    Kind::Max => acc.v[g] = acc.v[g].max(*x),
+                    _ => {}
+                }
+            }
+        }
+        (Val::V(xs), None) => {
+            // one group: a block sum of 64-bit values cannot overflow 128 bits
+            let mut cnt = 0i64;
+            let (mut sum, mut lo, mut hi, mut small) = (0i128, i128::MAX, i128::MIN, true);
+            match &col.nulls {
+                None => {
+                    cnt = n as i64;
+                    for &x in xs {
+                        small &= fits64(x);
+                        sum = sum.wrapping_add(x);
+                        lo = lo.min(x);
+                        hi = hi.max(x);
+                    }
+                }
+                Some(nulls) => {
+                    for (&x, &null) in xs.iter().zip(nulls) {
+                        if !null {
+                            cnt += 1;
+                            small &= fits64(x);
+                            sum = sum.wrapping_add(x);
+                            lo = lo.min(x);
+                            hi = hi.max(x);
+                        }
+                    }
+                }
+            }
+            if matches!(kind, Kind::Sum | Kind::Avg) && !small {
+                // exact sum with overflow checks
+                sum = 0;
+                for (i, &x) in xs.iter().enumerate() {
+                    if valid(i) {
+                        sum = sum.checked_add(x).ok_or(OVERFLOW)?;
+                    }
+                }
+            }
+            acc.n[0] += cnt;
+            match kind {
+                Kind::Sum | Kind::Avg => acc.v[0] = acc.v[0].checked_add(sum).ok_or(OVERFLOW)?,
+                Kind::Min => acc.v[0] = acc.v[0].min(lo),
+                Kind::Max => acc.v[0] = acc.v[0].max(hi),
+                _ => {}
+            }
+        }
+        (Val::V(xs), Some(ids)) => {
+            for (i, (&x, &g)) in xs.iter().zip(ids).enumerate() {
+                if !valid(i) {
+                    continue;
+                }
+                let g = g as usize;
+                acc.n[g] += 1;
+                match kind {
+                    Kind::Sum | Kind::Avg => {
+                        acc.v[g] = acc.v[g].checked_add(x).ok_or(OVERFLOW)?
+                    }
+                    Kind::Min => acc.v[g] = acc.v[g].min(x),
+                    Kind::Max => acc.v[g] = acc.v[g].max(x),
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 impl AggExec {
@@ -442,40 +760,49 @@ impl AggExec {
         let n = spec.aggs.len();
         let mut e = AggExec {
             spec,
-            groups: HashMap::default(),
-            keys: Vec::new(),
+            groups: Groups::new(),
             accs: (0..n).map(|_| Acc::default()).collect(),
+            pool: Pool::default(),
+            sel: Vec::new(),
+            keys: Vec::new(),
+            gids: Vec::new(),
             blocks: 0,
             blocks_empty: 0,
         };
         if e.spec.keys.is_empty() {
             // no GROUP BY: one group, even over no rows
-            e.new_group(([0; KEY_WORDS], 0));
+            e.group(&([0; KEY_WORDS], 0));
         }
         e
     }
 
-    fn new_group(&mut self, k: Key) -> u32 {
-        let g = self.keys.len() as u32;
-        self.keys.push(k);
-        self.groups.insert(k, g);
-        for (a, spec) in self.accs.iter_mut().zip(&self.spec.aggs) {
-            a.n.push(0);
-            a.v.push(match spec.kind {
-                Kind::Min => i128::MAX,
-                Kind::Max => i128::MIN,
-                _ => 0,
-            });
+    /// The group of key `k`, created if new.
+    #[inline]
+    fn group(&mut self, k: &Key) -> u32 {
+        let (g, new) = self.groups.find_or_add(k);
+        if new {
+            for (a, spec) in self.accs.iter_mut().zip(&self.spec.aggs) {
+                a.n.push(0);
+                a.v.push(match spec.kind {
+                    Kind::Min => i128::MAX,
+                    Kind::Max => i128::MIN,
+                    _ => 0,
+                });
+            }
         }
         g
     }
 
-    /// The group of each selected row.
-    fn group_ids(&mut self, blk: BlockRef, sel: &[u32]) -> Result<Vec<u32>, Fallback> {
+    /// The group of each selected row (None: no GROUP BY, every row in group 0).
+    /// The group of each selected row into `self.gids` (false: no GROUP BY, every row in
+    /// group 0).
+    fn group_ids(&mut self, blk: BlockRef, sel: &[u32]) -> Result<bool, Fallback> {
         if self.spec.keys.is_empty() {
-            return Ok(vec![0; sel.len()]);
+            return Ok(false);
         }
-        let mut keys: Vec<Key> = vec![([0; KEY_WORDS], 0); sel.len()];
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        keys.resize(sel.len(), ([0; KEY_WORDS], 0));
         let mut w = 0usize;
         for (ki, &(att, ty)) in self.spec.keys.iter().enumerate() {
             let c = column(blk, att)?;
@@ -519,78 +846,130 @@ impl AggExec {
                             std::ptr::copy_nonoverlapping(p, b.as_mut_ptr(), wd as usize);
                             let v = u128::from_le_bytes(b);
                             k.0[w] = v as u64;
-                            k.0[w + 1] = (v >> 64) as u64;
+                            if wd > 8 {
+                                k.0[w + 1] = (v >> 64) as u64;
+                            }
                         }
                     }
                 }
             }
             w += key_words(ty);
         }
-        let mut ids = Vec::with_capacity(sel.len());
+        let mut ids = std::mem::take(&mut self.gids);
+        ids.clear();
         let mut last: Option<(Key, u32)> = None;
-        for k in keys {
+        for k in &keys {
             let g = match last {
-                Some((lk, lg)) if lk == k => lg,
-                _ => match self.groups.get(&k) {
-                    Some(&g) => g,
-                    None => self.new_group(k),
-                },
+                Some((lk, lg)) if lk == *k => lg,
+                _ => self.group(k),
             };
-            last = Some((k, g));
+            last = Some((*k, g));
             ids.push(g);
         }
-        Ok(ids)
+        self.gids = ids;
+        self.keys = keys;
+        Ok(true)
     }
 
     /// Adds the rows `rows` (visible to the scan) of block `blk`.
     pub fn add_block(&mut self, blk: BlockRef, rows: &[u32]) -> Result<(), Fallback> {
         self.blocks += 1;
-        let mut sel: Vec<u32> = rows.to_vec();
+        let mut sel = std::mem::take(&mut self.sel);
+        sel.clear();
+        sel.extend_from_slice(rows);
+        let r = self.add_rows(blk, &mut sel);
+        self.sel = sel;
+        r
+    }
+
+    fn add_rows(&mut self, blk: BlockRef, sel: &mut Vec<u32>) -> Result<(), Fallback> {
         for f in &self.spec.filters {
             let c = column(blk, f.col)?;
             let p = f
                 .prepare(c)
                 .ok_or(Fallback("a filter this block cannot apply"))?;
-            sel.retain(|&s| f.keep(&p, blk, c, s));
+            f.retain(&p, blk, c, sel);
+            if sel.is_empty() {
+                break;
+            }
         }
         if sel.is_empty() {
             self.blocks_empty += 1;
             return Ok(());
         }
-        let gids = self.group_ids(blk, &sel)?;
+        let n = sel.len();
+        let grouped = self.group_ids(blk, sel)?;
+        let mut pool = std::mem::take(&mut self.pool);
+        let mut cols = Cols {
+            blk,
+            sel,
+            read: Vec::new(),
+            pool: &mut pool,
+        };
+        // each aggregate's argument over the block (shared subexpressions evaluated once)
+        let mut results: Vec<Option<Col>> = Vec::with_capacity(self.spec.aggs.len());
+        let mut failed = None;
         for ai in 0..self.spec.aggs.len() {
-            let kind = self.spec.aggs[ai].kind;
-            if kind == Kind::CountStar {
-                let acc = &mut self.accs[ai];
-                for &g in &gids {
-                    acc.n[g as usize] += 1;
+            let spec = &self.spec.aggs[ai];
+            let r = match (spec.kind, spec.reuse) {
+                (Kind::CountStar, _) | (_, Reuse::Same(_)) => Ok(None),
+                (_, Reuse::Prefix(i, len)) => {
+                    let base = cols.pool.copy(results[i].as_ref().unwrap());
+                    let ty = self.spec.aggs[i].ty.unwrap();
+                    eval(&mut cols, &spec.expr[len..], vec![(base, ty)]).map(Some)
                 }
-                continue;
-            }
-            let col = eval(blk, &self.spec.aggs[ai].expr, &sel)?;
-            let acc = &mut self.accs[ai];
-            for (i, &g) in gids.iter().enumerate() {
-                if col.nulls.as_ref().is_some_and(|n| n[i]) {
-                    continue;
-                }
-                let g = g as usize;
-                let x = col.vals[i];
-                acc.n[g] += 1;
-                match kind {
-                    Kind::Sum | Kind::Avg => {
-                        acc.v[g] = acc.v[g].checked_add(x).ok_or(OVERFLOW)?;
-                    }
-                    Kind::Min => acc.v[g] = acc.v[g].min(x),
-                    Kind::Max => acc.v[g] = acc.v[g].max(x),
-                    _ => {}
+                (_, Reuse::None) => eval(&mut cols, &spec.expr, Vec::new()).map(Some),
+            };
+            match r {
+                Ok(r) => results.push(r),
+                Err(f) => {
+                    failed = Some(f);
+                    break;
                 }
             }
         }
-        Ok(())
+        for (_, c) in cols.read.drain(..) {
+            pool.put(c);
+        }
+        if failed.is_none() {
+            let gids = grouped.then_some(&self.gids[..]);
+            for ai in 0..self.spec.aggs.len() {
+                let kind = self.spec.aggs[ai].kind;
+                let acc = &mut self.accs[ai];
+                if kind == Kind::CountStar {
+                    match gids {
+                        None => acc.n[0] += n as i64,
+                        Some(ids) => {
+                            for &g in ids {
+                                acc.n[g as usize] += 1;
+                            }
+                        }
+                    }
+                    continue;
+                }
+                let src = match self.spec.aggs[ai].reuse {
+                    Reuse::Same(i) => i,
+                    _ => ai,
+                };
+                let col = results[src].as_ref().unwrap();
+                if let Err(f) = accumulate(kind, acc, gids, col, n) {
+                    failed = Some(f);
+                    break;
+                }
+            }
+        }
+        for c in results.into_iter().flatten() {
+            pool.put(c);
+        }
+        self.pool = pool;
+        match failed {
+            None => Ok(()),
+            Some(f) => Err(f),
+        }
     }
 
     pub fn ngroups(&self) -> usize {
-        self.keys.len()
+        self.groups.keys.len()
     }
 
     /// Result row `g`: group keys first, then the aggregates, as datums allocated in the current
@@ -606,7 +985,7 @@ impl AggExec {
         div: unsafe extern "C" fn(pg_sys::Datum, pg_sys::Datum) -> pg_sys::Datum,
     ) -> Result<(), Fallback> {
         unsafe {
-            let (words, nullmask) = self.keys[g];
+            let (words, nullmask) = self.groups.keys[g];
             let mut w = 0usize;
             let mut col = 0usize;
             for (ki, &(_, ty)) in self.spec.keys.iter().enumerate() {
@@ -667,7 +1046,7 @@ impl AggExec {
     pub fn check_final(&self) -> Result<(), Fallback> {
         for (a, spec) in self.accs.iter().zip(&self.spec.aggs) {
             if let (Kind::Sum | Kind::Min | Kind::Max, Ty::Int(b)) = (spec.kind, spec.out) {
-                for g in 0..self.keys.len() {
+                for g in 0..self.groups.keys.len() {
                     if a.n[g] > 0 && !int_fits(a.v[g], b) {
                         return Err(OVERFLOW);
                     }

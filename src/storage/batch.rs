@@ -53,6 +53,9 @@ pub struct Batch {
     /// Columns read (by attribute number - 1; empty: all). The others are returned as NULL:
     /// set by a scan whose query never looks at them.
     pub mask: Vec<bool>,
+    /// Only the row numbers are collected (no system columns, no slots): block visitors
+    /// (aggregate pushdown) that read the block themselves.
+    pub rows_only: bool,
 }
 
 impl Default for Batch {
@@ -73,6 +76,7 @@ impl Default for Batch {
             extend: None,
             ctx: std::ptr::null_mut(),
             mask: Vec::new(),
+            rows_only: false,
         }
     }
 }
@@ -112,15 +116,18 @@ impl Batch {
     pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
         debug_assert!(self.ncols == 0);
         let mut w = 0;
+        let sys = self.sys.len() == self.rows.len();
         for r in 0..self.rows.len() {
             if keep(self.rows[r]) {
                 self.rows[w] = self.rows[r];
-                self.sys[w] = self.sys[r];
+                if sys {
+                    self.sys[w] = self.sys[r];
+                }
                 w += 1;
             }
         }
         self.rows.truncate(w);
-        self.sys.truncate(w);
+        self.sys.truncate(w.min(self.sys.len()));
     }
 
     /// Adds a row (its slot and version header); only before the columns are filled.
@@ -128,7 +135,9 @@ impl Batch {
     pub fn push(&mut self, slot: u32, h: &RowHdr) {
         debug_assert!(self.ncols == 0);
         self.rows.push(slot);
-        self.sys.push(crate::storage::slot::sys_of(h));
+        if !self.rows_only {
+            self.sys.push(crate::storage::slot::sys_of(h));
+        }
     }
 
     /// Copies columns `[ncols, need)` of the rows from block `b` (its lock held by the caller).

@@ -188,6 +188,61 @@ impl BlockFilter {
         }
     }
 
+    /// Keeps the rows of `sel` (slots of block `b`) that pass: [`keep`](Self::keep) over a
+    /// row list, with tight loops for the common comparisons of integer and decimal columns.
+    pub fn retain(&self, p: &Prepared, b: BlockRef, c: &ColDesc, sel: &mut Vec<u32>) {
+        fn cmp<T: PartialOrd + Copy>(strategy: u8, x: T, v: T) -> bool {
+            match strategy {
+                1 => x < v,
+                2 => x <= v,
+                3 => x == v,
+                4 => x >= v,
+                _ => x > v,
+            }
+        }
+        // values read as T, compared with v; NULLs fail
+        macro_rules! scan {
+            ($t:ty, $v:expr, $skip_nan:expr) => {{
+                let v: $t = $v;
+                let st = self.strategy;
+                let nan_passes = matches!(st, 4 | 5);
+                macro_rules! run {
+                    ($st:literal) => {
+                        sel.retain(|&s| {
+                            if !b.is_valid(c, s) {
+                                return false;
+                            }
+                            let x = unsafe { (b.value_ptr(c, s) as *const $t).read_unaligned() };
+                            if $skip_nan(x) {
+                                return nan_passes;
+                            }
+                            cmp($st, x, v)
+                        })
+                    };
+                }
+                match st {
+                    1 => run!(1),
+                    2 => run!(2),
+                    3 => run!(3),
+                    4 => run!(4),
+                    _ => run!(5),
+                }
+            }};
+        }
+        match p {
+            Prepared::Int { attlen: 4, v } if i32::try_from(*v).is_ok() => {
+                scan!(i32, *v as i32, |_| false)
+            }
+            Prepared::Int { attlen: 8, v } if i64::try_from(*v).is_ok() => {
+                scan!(i64, *v as i64, |_| false)
+            }
+            Prepared::Dec { wide: false, v } if i64::try_from(*v).is_ok() && *v != NAN64 as i128 => {
+                scan!(i64, *v as i64, |x: i64| x == NAN64)
+            }
+            _ => sel.retain(|&s| self.keep(p, b, c, s)),
+        }
+    }
+
     /// Does row `slot` of block `b` pass (`c` = the filter's column desc in `b`)?
     #[inline]
     pub fn keep(&self, p: &Prepared, b: BlockRef, c: &ColDesc, slot: u32) -> bool {
