@@ -8,6 +8,7 @@
 #   make bench           heap vs scoot pgbench comparison -> bench/results/latest.{md,json}
 #   make bench-olap      OLAP snapshot benchmarks -> bench/results/olap.{md,json} + plots
 #   make bench-analytic  analytic scans heap vs scoot -> bench/results/analytic.{md,json}
+#   make bench-tpch      TPC-H SF1, 22 queries, heap vs scoot -> bench/results/tpch.{md,json}
 #   make setup           install the toolchain / packages (scripts/setup.sh)
 #   make cluster-start / cluster-stop   a persistent throw-away cluster in /tmp/pg_scoot_cluster
 #
@@ -17,7 +18,7 @@ PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresq
 export PG_CONFIG
 CARGO ?= cargo
 
-.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic setup cluster-start cluster-stop
+.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch setup cluster-start cluster-stop
 
 all: package
 
@@ -44,6 +45,9 @@ bench-olap:
 
 bench-analytic:
 	bash scripts/analytic_bench.sh
+
+bench-tpch:
+	bash scripts/tpch_bench.sh
 
 setup:
 	bash scripts/setup.sh

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Analytic scans, heap vs scoot, side by side in one cluster (`make bench-analytic`).
+"""Analytic scans and aggregates, heap vs scoot, side by side in one cluster (`make bench-analytic`).
 
 A 3M-row TPC-H lineitem-like table (bigint, int, 4 x numeric(15,2), 2 x char(1), date; the same
 data in a heap and a scoot table, VACUUM ANALYZEd), warm, no parallel workers. Each query runs
-on heap, on scoot with plain scans (`scoot.custom_scan = off`), on scoot with ScootScan, and on
-an OLAP snapshot of scoot with ScootScan (`scoot.olap = on`); rounds interleave the four, median
-of REPS. Results: bench/results/analytic.{md,json}. Knobs: ANALYTIC_ROWS (3000000),
+on heap, on scoot with plain scans (`scoot.custom_scan = off`), on scoot with ScootScan under
+PostgreSQL's Agg (`scoot.agg_pushdown = off`), on scoot with aggregate pushdown (ScootAgg), and
+on an OLAP snapshot of scoot with ScootAgg (`scoot.olap = on`); rounds interleave the five,
+median of REPS. Results: bench/results/analytic.{md,json}. Knobs: ANALYTIC_ROWS (3000000),
 ANALYTIC_REPS (5).
 
-Not the issue's TPC-H SF1 benchmark (22 queries, tpchgen-cli): Q1 and Q6 over a lineitem-like
-table, plus two single-column scans."""
+The TPC-H benchmark proper (22 queries, tpchgen-cli data) is bench/tpch_bench.py; this one
+isolates scans and single-table aggregates."""
 import json
 import os
 import statistics
@@ -38,8 +39,12 @@ QUERIES = [
 VARIANTS = [
     ("heap", "li_h", ["SET scoot.olap = off"]),
     ("scoot plain scan", "li_s", ["SET scoot.olap = off", "SET scoot.custom_scan = off"]),
-    ("scoot ScootScan", "li_s", ["SET scoot.olap = off", "SET scoot.custom_scan = on"]),
-    ("scoot ScootScan, OLAP snapshot", "li_s", ["SET scoot.olap = on", "SET scoot.custom_scan = on"]),
+    ("scoot ScootScan", "li_s", ["SET scoot.olap = off", "SET scoot.custom_scan = on",
+                                 "SET scoot.agg_pushdown = off"]),
+    ("scoot ScootAgg", "li_s", ["SET scoot.olap = off", "SET scoot.custom_scan = on",
+                                "SET scoot.agg_pushdown = on"]),
+    ("scoot ScootAgg, OLAP snapshot", "li_s", ["SET scoot.olap = on", "SET scoot.custom_scan = on",
+                                               "SET scoot.agg_pushdown = on"]),
 ]
 
 

@@ -91,7 +91,9 @@ FETCH 2 FROM c;
 FETCH ALL FROM c;
 COMMIT;
 
--- parallel scans read the same snapshot as their leader
+-- parallel scans read the same snapshot as their leader (aggregate pushdown off: it is not
+-- parallel, and would take these aggregates)
+SET scoot.agg_pushdown = off;
 SET max_parallel_workers_per_gather = 2;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
@@ -108,6 +110,7 @@ RESET max_parallel_workers_per_gather;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
 RESET min_parallel_table_scan_size;
+RESET scoot.agg_pushdown;
 
 -- TABLESAMPLE and TID scans on a snapshot
 SELECT count(*) > 0 AS sampled FROM olap_s TABLESAMPLE SYSTEM (50) REPEATABLE (1);

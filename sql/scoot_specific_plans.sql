@@ -59,7 +59,9 @@ EXPLAIN (COSTS OFF) SELECT count(*) FROM plan_s WHERE ctid >= '(1,0)' AND ctid <
 EXPLAIN (COSTS OFF) SELECT count(*) FROM plan_s TABLESAMPLE SYSTEM (10) REPEATABLE (1);
 EXPLAIN (COSTS OFF) SELECT count(*) FROM plan_s TABLESAMPLE BERNOULLI (10) REPEATABLE (1);
 
--- parallel seq scan and parallel bitmap heap scan
+-- parallel seq scan and parallel bitmap heap scan (aggregate pushdown off: it is not parallel,
+-- and would take these aggregates)
+SET scoot.agg_pushdown = off;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
@@ -78,6 +80,7 @@ RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
 RESET min_parallel_table_scan_size;
 RESET min_parallel_index_scan_size;
+RESET scoot.agg_pushdown;
 RESET max_parallel_workers_per_gather;
 
 -- a plain sequential scan and a filter

@@ -17,7 +17,9 @@
 //! output expression` (an aggregate; the expression in reverse Polish notation). Types: `i2`,
 //! `i4`, `i8` (integers, dates, timestamps by width), `dS` (numeric with scale S), `cW` (char(W)
 //! / varchar(W) stored in W bytes).
-use crate::storage::block::{BlockRef, ColDesc, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED};
+use crate::storage::block::{
+    BlockRef, ColDesc, KIND_ABSENT, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
+};
 use crate::storage::encoding::{self, NAN128, NAN64};
 use crate::storage::filter::BlockFilter;
 use pgrx::pg_sys;
@@ -56,8 +58,10 @@ enum Tok {
     Op(u8, Ty),
     /// int -> numeric (scale 0)
     ToNum,
-    /// int -> int8
-    ToI8,
+    /// int -> a wider int (bytes)
+    ToInt(u8),
+    /// a column's NULL flags only (count(column) of any type): the value is a placeholder
+    Present(usize),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,10 +152,22 @@ fn parse_expr(toks: &[&str]) -> Option<(Vec<Tok>, Ty)> {
                 stack.push(Ty::Dec(0));
                 Tok::ToNum
             }
-            _ if head == "toi8" => {
-                let Ty::Int(_) = stack.pop()? else { return None };
+            _ if head == "toi4" || head == "toi8" => {
+                let to: u8 = head[3..].parse().ok()?;
+                let Ty::Int(from) = stack.pop()? else { return None };
+                if from > to {
+                    return None;
+                }
+                stack.push(Ty::Int(to));
+                Tok::ToInt(to)
+            }
+            b'p' if toks.len() == 1 => {
+                let att: usize = head[1..].parse().ok()?;
+                if att == 0 {
+                    return None;
+                }
                 stack.push(Ty::Int(8));
-                Tok::ToI8
+                Tok::Present(att - 1)
             }
             _ => return None,
         };
@@ -197,6 +213,10 @@ impl Spec {
                         (Vec::new(), None)
                     } else {
                         let (e, t) = parse_expr(&toks[1..])?;
+                        // a column's presence only answers count
+                        if matches!(e[0], Tok::Present(_)) && kind != Kind::Count {
+                            return None;
+                        }
                         (e, Some(t))
                     };
                     let out = match (kind, ty) {
@@ -610,7 +630,26 @@ fn eval(cols: &mut Cols, expr: &[Tok], mut stack: Vec<(Col, Ty)>) -> Result<Col,
                 *ty,
             )),
             Tok::ToNum => stack.last_mut().unwrap().1 = Ty::Dec(0),
-            Tok::ToI8 => stack.last_mut().unwrap().1 = Ty::Int(8),
+            Tok::ToInt(b) => stack.last_mut().unwrap().1 = Ty::Int(*b),
+            Tok::Present(att) => {
+                let c = column(cols.blk, *att)?;
+                if c.kind == KIND_ABSENT {
+                    return Err(Fallback("a column the block does not store"));
+                }
+                let mut nulls: Option<Vec<bool>> = None;
+                for (i, &s) in cols.sel.iter().enumerate() {
+                    if !cols.blk.is_valid(c, s) {
+                        nulls.get_or_insert_with(|| cols.pool.bools(n))[i] = true;
+                    }
+                }
+                stack.push((
+                    Col {
+                        val: Val::K(0),
+                        nulls,
+                    },
+                    Ty::Int(8),
+                ));
+            }
             Tok::Op(op, rty) => {
                 let (b, bt) = stack.pop().unwrap();
                 let (a, at) = stack.pop().unwrap();
@@ -1209,6 +1248,20 @@ mod tests {
         assert!(Spec::parse("A median v1:i4").is_none());
         assert!(Spec::parse("K 1 c16\nK 2 c16\nK 3 i8").is_none());
         assert!(Spec::parse("A sum v1:d30 v2:d30 *:d").is_none());
+        // widening, presence (count only)
+        assert_eq!(
+            Spec::parse("A sum v1:i4 toi8 v2:i8 +:i8").unwrap().aggs[0].ty,
+            Some(Ty::Int(8))
+        );
+        assert!(Spec::parse("A sum v1:i8 toi4").is_none());
+        assert!(Spec::parse("A count p3").is_some());
+        assert!(Spec::parse("A sum p3").is_none());
+        assert!(Spec::parse("A count p3 p4 +:i8").is_none());
+        // shared arguments
+        let s = Spec::parse("A sum v1:d2\nA avg v1:d2\nA sum v1:d2 v2:d2 *:d\nA count v1:d2").unwrap();
+        assert_eq!(s.aggs[1].reuse, Reuse::Same(0));
+        assert_eq!(s.aggs[2].reuse, Reuse::Prefix(0, 1));
+        assert_eq!(s.aggs[3].reuse, Reuse::Same(0));
     }
 
     #[test]

@@ -163,6 +163,13 @@ is_rel_var(Node *n, Index relid)
 		v->varlevelsup == 0;
 }
 
+/* Bytes of an integer type (int2, int4, int8), else 0. */
+static int
+int_width(Oid typ)
+{
+	return typ == INT2OID ? 2 : typ == INT4OID ? 4 : typ == INT8OID ? 8 : 0;
+}
+
 /*
  * Appends an aggregate argument in reverse Polish notation (agg.rs) to `out`; false if the
  * integer path cannot evaluate it. *typ: its SQL type.
@@ -233,37 +240,44 @@ encode_expr(Node *n, Index relid, StringInfo out, Oid *typ)
 	}
 	if (IsA(n, OpExpr) && list_length(((OpExpr *) n)->args) == 2)
 	{
+		/*
+		 * PostgreSQL's own + - * on numeric, or on integers of any widths (int2, int4, int8;
+		 * the result has the wider operand's type and raises an error on overflow)
+		 */
 		OpExpr	   *op = (OpExpr *) n;
 		Oid			a,
-					b;
-		const char *sym = NULL,
-				   *ty = NULL;
+					b,
+					res = op->opresulttype;
+		char	   *name = get_opname(op->opno);
+		StringInfoData l,
+					r;
 
 		set_opfuncid(op);
-		switch (op->opfuncid)
+		if (name == NULL || strlen(name) != 1 || strchr("+-*", name[0]) == NULL ||
+			get_func_namespace(op->opfuncid) != PG_CATALOG_NAMESPACE)
+			return false;
+		initStringInfo(&l);
+		initStringInfo(&r);
+		if (!encode_expr(linitial(op->args), relid, &l, &a) ||
+			!encode_expr(lsecond(op->args), relid, &r, &b))
+			return false;
+		if (a == NUMERICOID && b == NUMERICOID && res == NUMERICOID)
 		{
-			case F_NUMERIC_ADD: sym = "+"; ty = "d"; break;
-			case F_NUMERIC_SUB: sym = "-"; ty = "d"; break;
-			case F_NUMERIC_MUL: sym = "*"; ty = "d"; break;
-			case F_INT2PL: sym = "+"; ty = "i2"; break;
-			case F_INT2MI: sym = "-"; ty = "i2"; break;
-			case F_INT2MUL: sym = "*"; ty = "i2"; break;
-			case F_INT4PL: sym = "+"; ty = "i4"; break;
-			case F_INT4MI: sym = "-"; ty = "i4"; break;
-			case F_INT4MUL: sym = "*"; ty = "i4"; break;
-			case F_INT8PL: sym = "+"; ty = "i8"; break;
-			case F_INT8MI: sym = "-"; ty = "i8"; break;
-			case F_INT8MUL: sym = "*"; ty = "i8"; break;
-			default: return false;
+			appendStringInfo(out, "%s%s %s:d", l.data, r.data, name);
+			*typ = res;
+			return true;
 		}
-		if (!encode_expr(linitial(op->args), relid, out, &a) ||
-			!encode_expr(lsecond(op->args), relid, out, &b))
+		if (int_width(a) == 0 || int_width(b) == 0 ||
+			int_width(res) != Max(int_width(a), int_width(b)))
 			return false;
-		/* operands of one type (a date is an int4 here, but date + date is no operator) */
-		if (a != b || a == DATEOID || a == TIMESTAMPOID || a == TIMESTAMPTZOID)
-			return false;
-		appendStringInfo(out, " %s:%s", sym, ty);
-		*typ = op->opresulttype;
+		appendStringInfoString(out, l.data);
+		if (int_width(a) < int_width(res))
+			appendStringInfo(out, " toi%d", int_width(res));
+		appendStringInfoString(out, r.data);
+		if (int_width(b) < int_width(res))
+			appendStringInfo(out, " toi%d", int_width(res));
+		appendStringInfo(out, " %s:i%d", name, int_width(res));
+		*typ = res;
 		return true;
 	}
 	if (IsA(n, FuncExpr) && list_length(((FuncExpr *) n)->args) == 1)
@@ -279,10 +293,11 @@ encode_expr(Node *n, Index relid, StringInfo out, Oid *typ)
 			case F_NUMERIC_INT8: tok = "tonum"; break;
 			case F_INT8_INT2:
 			case F_INT8_INT4: tok = "toi8"; break;
+			case F_INT4_INT2: tok = "toi4"; break;
 			default: return false;
 		}
-		if (!encode_expr(linitial(f->args), relid, out, &a) ||
-			!(a == INT2OID || a == INT4OID || a == INT8OID))
+		if (!encode_expr(linitial(f->args), relid, out, &a) || int_width(a) == 0 ||
+			(strcmp(tok, "toi4") == 0 && a != INT2OID))
 			return false;
 		appendStringInfo(out, " %s", tok);
 		*typ = f->funcresulttype;
@@ -315,7 +330,17 @@ encode_aggref(Aggref *a, Index relid, StringInfo out)
 		return false;
 	initStringInfo(&e);
 	if (!encode_expr((Node *) ((TargetEntry *) linitial(a->args))->expr, relid, &e, &argtyp))
+	{
+		Node	   *arg = (Node *) ((TargetEntry *) linitial(a->args))->expr;
+
+		/* count(column) of any type counts the non-NULL values: the validity bitmap */
+		if (strcmp(name, "count") == 0 && a->aggtype == INT8OID && is_rel_var(arg, relid))
+		{
+			appendStringInfo(out, "A count p%d\n", ((Var *) arg)->varattno);
+			return true;
+		}
 		return false;
+	}
 	if (strcmp(name, "count") == 0)
 	{
 		if (a->aggtype != INT8OID)
@@ -438,11 +463,16 @@ scoot_upper_paths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_
 		code = type_code(v->vartype, v->vartypmod, true);
 		if (code == NULL)
 			return;
-		opclass = GetDefaultOpClass(v->vartype, BTREE_AM_OID);
-		if (!OidIsValid(opclass) ||
-			get_opfamily_member(get_opclass_family(opclass), v->vartype, v->vartype,
-								BTEqualStrategyNumber) != sgc->eqop)
-			return;
+		{
+			/* varchar compares with text's operators */
+			Oid			optype = v->vartype == VARCHAROID ? TEXTOID : v->vartype;
+
+			opclass = GetDefaultOpClass(optype, BTREE_AM_OID);
+			if (!OidIsValid(opclass) ||
+				get_opfamily_member(get_opclass_family(opclass), optype, optype,
+									BTEqualStrategyNumber) != sgc->eqop)
+				return;
+		}
 		if (OidIsValid(v->varcollid) && !get_collation_isdeterministic(v->varcollid))
 			return;
 		appendStringInfo(&spec, "K %d %s\n", v->varattno, code);

@@ -193,6 +193,39 @@ cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, 
 		+ path->pathtarget->cost.per_tuple * path->rows;
 }
 
+static bool
+int_type(Oid t)
+{
+	return t == INT2OID || t == INT4OID || t == INT8OID;
+}
+
+/* "integer column op integer constant" of different widths, from integer_ops' cross-type members */
+static char *
+int_cross_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe, Relation r)
+{
+	static const char *const ops[] = {"", "<", "<=", "=", ">=", ">"};
+	Oid			opfamily = get_opclass_family(GetDefaultOpClass(INT8OID, BTREE_AM_OID));
+	Oid			lt = commuted ? c->consttype : var->vartype,
+				rt = commuted ? var->vartype : c->consttype;
+	int64		v;
+	int			strategy = 0,
+				k;
+
+	for (k = 1; k <= 5; k++)
+		if (get_opfamily_member(opfamily, lt, rt, k) == op->opno)
+			strategy = k;
+	if (strategy == 0)
+		return NULL;
+	if (commuted)
+		strategy = 6 - strategy;
+	v = c->consttype == INT2OID ? DatumGetInt16(c->constvalue) :
+		c->consttype == INT4OID ? DatumGetInt32(c->constvalue) : DatumGetInt64(c->constvalue);
+	*describe = psprintf("%s %s '" INT64_FORMAT "'",
+						 quote_identifier(get_attname(RelationGetRelid(r), var->varattno, false)),
+						 ops[strategy], v);
+	return psprintf("%d %d int " INT64_FORMAT, var->varattno, strategy, v);
+}
+
 /*
  * "date column op timestamp constant" (date '...' + interval '...' is a timestamp): the date d
  * compares as the timestamp d * USECS_PER_DAY, so the filter compares d with the constant's day,
@@ -285,7 +318,12 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	if (typ == DATEOID && c->consttype == TIMESTAMPOID)
 		return date_timestamp_filter(rel, op, var, c, commuted, describe, r);
 	if (c->consttype != typ)
+	{
+		/* integer column vs integer constant of another width (int48lt, int24eq, ...) */
+		if (int_type(typ) && int_type(c->consttype))
+			return int_cross_filter(op, var, c, commuted, describe, r);
 		return NULL;
+	}
 	switch (typ)
 	{
 		case INT2OID: tname = "int"; break;

@@ -1,0 +1,5 @@
+-- TPC-H Q4 (validation parameters, TPC-H 3.0.1 section 2.4)
+select o_orderpriority, count(*) as order_count from orders
+where o_orderdate >= date '1993-07-01' and o_orderdate < date '1993-07-01' + interval '3' month
+ and exists (select * from lineitem where l_orderkey = o_orderkey and l_commitdate < l_receiptdate)
+group by o_orderpriority order by o_orderpriority;
