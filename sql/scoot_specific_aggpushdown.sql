@@ -92,6 +92,14 @@ SELECT sum(b * 2) FROM ag_s;
 SELECT sum(s * s) FROM ag_s;
 SELECT sum(a * 2), sum(s * 2), sum(b * 2) FROM ag_s WHERE a < 1000000 AND a > -1000000 AND b < 1000000;
 SELECT sum(a * 2), sum(s * 2), sum(b * 2) FROM ag_h WHERE a < 1000000 AND a > -1000000 AND b < 1000000;
+-- group keys of full-width char(8) / varchar(8) values next to each other, and four key words
+CREATE TABLE ag_k (x char(8), y varchar(8), z char(1), n int) USING scoot;
+INSERT INTO ag_k SELECT 'ABCDEFG' || (i % 3), 'xyzwvut' || (i % 2), chr(65 + i % 2), i FROM generate_series(1, 100) i;
+EXPLAIN (COSTS OFF) SELECT x, y, n, z, count(*) FROM ag_k GROUP BY x, y, n, z;
+SELECT x, y, z, count(*), sum(n), sum(c) FROM (SELECT x, y, n, z, count(*) AS c FROM ag_k GROUP BY x, y, n, z) s
+GROUP BY x, y, z ORDER BY 1, 2, 3;
+SELECT x, y, z, count(*), sum(n) FROM ag_k GROUP BY x, y, z ORDER BY 1, 2, 3;
+DROP TABLE ag_k;
 -- a row that is updated in this transaction counts once, with its new value
 BEGIN;
 UPDATE ag_s SET a = 1000 WHERE id = 5;
