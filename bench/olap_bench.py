@@ -67,6 +67,9 @@ class Cluster:
 
     def conn(self, db="postgres", olap=None):
         c = psycopg.connect(self.dsn(db), autocommit=True)
+        # psycopg prepares a statement run 5 times and reuses its cached plan, which would keep a
+        # plan made under one variant's settings (scoot.custom_scan, workers) for the next
+        c.prepare_threshold = None
         if olap is not None:
             c.execute(f"SET scoot.olap = {'on' if olap else 'off'}")
         return c
