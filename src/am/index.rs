@@ -272,6 +272,28 @@ struct IndexFetch {
     img: *mut super::scan::Holder<Option<super::snapread::ImgScan>>,
     /// the snapshot `img` was set up for: later fetches with it skip the image lookup
     img_snap: pg_sys::Snapshot,
+    /// MVCC fetches into scoot slots: the row found, as a one-row block batch whose columns are
+    /// copied when the executor asks for them (an index scan usually needs a few of a row's
+    /// columns; copying all of them was most of an index nested loop's time)
+    batch: *mut super::scan::Holder<crate::storage::batch::Batch>,
+}
+
+/// [`Batch::extend`](crate::storage::batch::Batch) for index fetches: copies more columns of
+/// the row found, locking its block again. The version cannot have been pruned or changed: it is
+/// visible to the MVCC snapshot the fetch used, which the executor still holds (as for the
+/// block batches of sequential scans).
+unsafe fn extend_fetched(ctx: *mut c_void, batch: &mut crate::storage::batch::Batch, need: usize) {
+    unsafe {
+        let f = &*(ctx as *const IndexFetch);
+        let td = (*f.base.rel).rd_att;
+        match storage::lock(f.t, batch.lb, false) {
+            Some(l) => batch.fill(l.blk, td, need),
+            None => error!(
+                "scoot: block {} of a row fetched through an index disappeared",
+                batch.lb
+            ),
+        }
+    }
 }
 
 #[pg_guard]
@@ -287,6 +309,10 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         (*f).vistest = std::ptr::null_mut();
         (*f).img = super::scan::new_holder(None);
         (*f).img_snap = std::ptr::null_mut();
+        let mut b = crate::storage::batch::Batch::default();
+        b.extend = Some(extend_fetched);
+        b.ctx = f as *mut c_void;
+        (*f).batch = super::scan::new_holder(b);
         f as *mut pg_sys::IndexFetchTableData
     })
 }
@@ -299,7 +325,13 @@ pub unsafe extern "C-unwind" fn index_fetch_reset(data: *mut pg_sys::IndexFetchT
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
     boundary(|| unsafe {
-        super::scan::drop_holder((*(data as *mut IndexFetch)).img);
+        let f = data as *mut IndexFetch;
+        super::scan::drop_holder((*f).img);
+        if let Some(b) = (*(*f).batch).st.as_mut() {
+            // slots still showing the last row take their values now
+            b.clear();
+        }
+        super::scan::drop_holder((*f).batch);
         pg_sys::pfree(data as *mut c_void)
     })
 }
@@ -351,6 +383,15 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
         }
         let vistest = f.vistest;
         let mvcc_snap = ffi::is_mvcc_snapshot(snapshot);
+        // lazily copied row (see `IndexFetch::batch`): MVCC snapshots into scoot slots
+        let lazy = mvcc_snap && (*slot).tts_ops == crate::storage::slot::ops();
+        let batch: *mut crate::storage::batch::Batch = (*f.batch).st;
+        if lazy {
+            // the slot lets go of the previous row without copying it (it is replaced)
+            ffi::exec_clear_tuple(slot);
+        }
+        let natts = (*(*rel).rd_att).natts as usize;
+        let relid = (*rel).rd_id;
         let mut skipping = f.last.is_some();
         let last = f.last;
         let mut dead_prefix = 0u32;
@@ -370,7 +411,14 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             check_conflict_out(rel, h, vis, snapshot);
             if vis {
                 predicate_lock_row(rel, l.lb, s, h, snapshot);
-                super::store_row(rel, l.blk, l.lb, s, slot);
+                if lazy {
+                    let b = &mut *batch;
+                    b.reset(l.lb, l.blk.natts().min(natts));
+                    b.push(s, h);
+                    crate::storage::slot::store_batch_row(slot, batch, 0, tid_of(l.lb, s), relid);
+                } else {
+                    super::store_row(rel, l.blk, l.lb, s, slot);
+                }
                 more = hot_next(h).is_some();
                 return true;
             }

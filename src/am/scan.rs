@@ -1092,9 +1092,30 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
                 }
                 continue;
             }
+            // MVCC snapshot into a scoot slot: the row as a one-row batch whose columns are
+            // copied when asked for (`extend_batch`; the version stays as it is while the
+            // snapshot is held), not all of them now
+            let lazy = st.pagemode && (*slot).tts_ops == crate::storage::slot::ops();
+            if lazy {
+                ffi::exec_clear_tuple(slot);
+            }
             if let Some(l) = storage::lock(st.t, b, false) {
                 if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
-                    super::store_row(rel, l.blk, b, s, slot);
+                    if lazy {
+                        let natts = (*st.td).natts as usize;
+                        st.batch.reset(b, l.blk.natts().min(natts));
+                        st.batch.push(s, l.row(s));
+                        let batch: *mut Batch = &mut *st.batch;
+                        crate::storage::slot::store_batch_row(
+                            slot,
+                            batch,
+                            0,
+                            crate::storage::tid_of(b, s),
+                            (*rel).rd_id,
+                        );
+                    } else {
+                        super::store_row(rel, l.blk, b, s, slot);
+                    }
                     ffi::pgstat_count_fetch(rel);
                     return true;
                 }
