@@ -47,6 +47,8 @@ EXPLAIN (COSTS OFF) SELECT s.id, h.t FROM cs_s s JOIN cs_h h USING (id) WHERE s.
 EXPLAIN (COSTS OFF, FORMAT JSON) SELECT sum(a) FROM cs_s WHERE ok;
 -- block filters: column op constant on integer, date, timestamp and numeric columns
 EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE a >= 10 AND 100 > a AND d < '2021-06-01' AND n <= 12.5 AND ts > '2020-03-01' AND b = 5;
+-- character filters on char(n)/varchar(n): =, IN, LIKE 'prefix%' (not other patterns, not text)
+EXPLAIN (COSTS OFF) SELECT id FROM cs_s WHERE c = 'AB' AND v IN ('v1', 'v2') AND v LIKE 'v%' AND c LIKE '%B' AND t = 'x';
 -- not filters: other types, expressions, a constant the column's scale cannot hold (n is
 -- numeric(12,2)), an unconstrained numeric; an integer constant of another width is one
 EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE f < 3 AND a < 5::int8 AND a + 1 < 5 AND n < 0.125 AND t > 'x' AND n::numeric < 5.0;

@@ -42,6 +42,7 @@
 #include "parser/parsetree.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
@@ -455,6 +456,150 @@ column_name(Relation r, Var *var)
 }
 
 /*
+ * Character filters, on char(n) and varchar(n) columns (which blocks store in n-byte cells:
+ * other blocks are not filtered): "column = constant", "column IN (constants)" and "column LIKE
+ * 'prefix%'" under a deterministic collation (byte equality is equality then). The type in the
+ * encoding says how to compare: "bpchar" ignores trailing spaces (bpchareq), "bytes" does not
+ * (texteq); values are hex.
+ */
+static const char *
+char_filter_type(Oid typ)
+{
+	return typ == BPCHAROID ? "bpchar" : typ == VARCHAROID ? "bytes" : NULL;
+}
+
+static char *
+hex_of(const char *p, int len, bool trim_spaces)
+{
+	StringInfoData h;
+	int			i;
+
+	if (trim_spaces)
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+	initStringInfo(&h);
+	for (i = 0; i < len; i++)
+		appendStringInfo(&h, "%02x", (unsigned char) p[i]);
+	if (h.len == 0)
+		appendStringInfoString(&h, "~");	/* the empty string */
+	return h.data;
+}
+
+/* The btree equality of a character column's type (varchar uses text's operators). */
+static Oid
+char_eq_operator(Oid typ)
+{
+	Oid			optype = typ == VARCHAROID ? TEXTOID : typ;
+	Oid			opclass = GetDefaultOpClass(optype, BTREE_AM_OID);
+
+	if (!OidIsValid(opclass))
+		return InvalidOid;
+	return get_opfamily_member(get_opclass_family(opclass), optype, optype, BTEqualStrategyNumber);
+}
+
+static char *
+char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
+{
+	OpExpr	   *op;
+	Node	   *l,
+			   *rt;
+	Var		   *var;
+	Const	   *c;
+	const char *tname;
+	text	   *t;
+
+	if (!IsA(clause, OpExpr) || list_length(((OpExpr *) clause)->args) != 2)
+		return NULL;
+	op = (OpExpr *) clause;
+	l = strip_implicit_coercions(linitial(op->args));
+	rt = strip_implicit_coercions(lsecond(op->args));
+	if (IsA(l, RelabelType))
+		l = (Node *) ((RelabelType *) l)->arg;
+	if (!IsA(l, Var) || !IsA(rt, Const))
+		return NULL;
+	var = (Var *) l;
+	c = (Const *) rt;
+	if (var->varno != (int) rel->relid || var->varattno <= 0 || var->varlevelsup != 0 || c->constisnull)
+		return NULL;
+	tname = char_filter_type(var->vartype);
+	if (tname == NULL || !(c->consttype == var->vartype || c->consttype == TEXTOID ||
+						   c->consttype == BPCHAROID))
+		return NULL;
+	if (OidIsValid(op->inputcollid) && !get_collation_isdeterministic(op->inputcollid))
+		return NULL;
+	set_opfuncid(op);
+	t = DatumGetTextPP(c->constvalue);
+	if (op->opno == char_eq_operator(var->vartype) &&
+		c->consttype == (var->vartype == VARCHAROID ? TEXTOID : var->vartype))
+	{
+		*describe = psprintf("%s = %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
+		return psprintf("%d 3 %s %s", var->varattno, tname,
+						hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
+	}
+	if ((op->opfuncid == F_BPCHARLIKE && var->vartype == BPCHAROID) ||
+		(op->opfuncid == F_TEXTLIKE && var->vartype == VARCHAROID))
+	{
+		/* 'prefix%' with no other wildcard or escape */
+		const char *p = VARDATA_ANY(t);
+		int			len = VARSIZE_ANY_EXHDR(t),
+					i;
+
+		if (len < 2 || p[len - 1] != '%')
+			return NULL;
+		for (i = 0; i < len - 1; i++)
+			if (p[i] == '%' || p[i] == '_' || p[i] == '\\')
+				return NULL;
+		*describe = psprintf("%s LIKE %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
+		return psprintf("%d 9 bytes %s", var->varattno, hex_of(p, len - 1, false));
+	}
+	return NULL;
+}
+
+/* "character column IN (constants)" with the type's equality (see char_filter) */
+static char *
+char_in_filter(ScalarArrayOpExpr *sa, Var *var, Const *c, char **describe, Relation r)
+{
+	Oid			elemtype = get_element_type(c->consttype);
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n,
+				i;
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+	StringInfoData vals,
+				desc;
+
+	if (sa->opno != char_eq_operator(var->vartype) ||
+		elemtype != (var->vartype == VARCHAROID ? TEXTOID : var->vartype))
+		return NULL;
+	if (OidIsValid(sa->inputcollid) && !get_collation_isdeterministic(sa->inputcollid))
+		return NULL;
+	arr = DatumGetArrayTypeP(c->constvalue);
+	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
+	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign, &elems, &nulls, &n);
+	if (n > 1000)
+		return NULL;
+	initStringInfo(&vals);
+	initStringInfo(&desc);
+	for (i = 0; i < n; i++)
+	{
+		text	   *t;
+
+		if (nulls[i])
+			continue;
+		t = DatumGetTextPP(elems[i]);
+		appendStringInfo(&vals, "%s%s", vals.len > 0 ? "," : "",
+						 hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
+		appendStringInfo(&desc, "%s%s", desc.len > 0 ? ", " : "", quote_literal_cstr(text_to_cstring(t)));
+	}
+	*describe = psprintf("%s IN (%s)", column_name(r, var), desc.data);
+	return psprintf("%d 8 %s %s", var->varattno, char_filter_type(var->vartype),
+					vals.len > 0 ? vals.data : "-");
+}
+
+/*
  * More block filters: "column IS [NOT] NULL" (any column: strategies 6 and 7) and
  * "column = ANY (constant array)" / "column IN (constants)" with the type's btree equality
  * (strategy 8, value a comma-separated list; NULL elements match nothing and are left out, an
@@ -480,7 +625,11 @@ scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		ScalarArrayOpExpr *sa = (ScalarArrayOpExpr *) clause;
 		Node	   *l = strip_implicit_coercions(linitial(sa->args));
 		Node	   *a = strip_implicit_coercions(lsecond(sa->args));
-		Var		   *var = (Var *) l;
+		Var		   *var;
+
+		if (IsA(l, RelabelType))
+			l = (Node *) ((RelabelType *) l)->arg;
+		var = (Var *) l;
 		Const	   *c = (Const *) a;
 		Oid			typ,
 					opclass;
@@ -503,6 +652,8 @@ scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 			var->varlevelsup != 0)
 			return NULL;
 		typ = var->vartype;
+		if (char_filter_type(typ) != NULL)
+			return char_in_filter(sa, var, c, describe, r);
 		tname = filter_type(typ);
 		if (tname == NULL || get_element_type(c->consttype) != typ)
 			return NULL;
@@ -535,6 +686,12 @@ scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		}
 		*describe = psprintf("%s IN (%s)", column_name(r, var), desc.data);
 		return psprintf("%d 8 %s %s", var->varattno, tname, vals.len > 0 ? vals.data : "-");
+	}
+	{
+		char	   *f = char_filter(rel, clause, describe, r);
+
+		if (f)
+			return f;
 	}
 	return comparison_filter(rel, clause, describe, r);
 }

@@ -8,7 +8,9 @@
 //! pass) would reject: NULLs fail every comparison; a block whose column is stored in a form the
 //! filter does not read (a numeric that did not fit a scaled integer, a column added after the
 //! block was written), or whose scale cannot represent the constant exactly, is not filtered.
-use crate::storage::block::{BlockRef, ColDesc, KIND_ABSENT, KIND_DEC128, KIND_DEC64, KIND_FIXED};
+use crate::storage::block::{
+    BlockRef, ColDesc, KIND_ABSENT, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
+};
 use crate::storage::encoding::{NAN128, NAN64};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +23,8 @@ pub enum Value {
         int: String,
         frac: String,
     },
+    /// char(n)/varchar(n): the bytes (`bpchar`: trailing spaces trimmed, compared trimmed)
+    Bytes { bytes: Vec<u8>, bpchar: bool },
     /// IS NULL / IS NOT NULL: no value
     Null,
     /// IN lists: the constants (no NULLs)
@@ -31,7 +35,8 @@ pub enum Value {
 pub struct BlockFilter {
     /// 0-based column
     pub col: usize,
-    /// btree strategy: 1 <, 2 <=, 3 =, 4 >=, 5 >; 6 IS NULL, 7 IS NOT NULL, 8 IN (set)
+    /// btree strategy: 1 <, 2 <=, 3 =, 4 >=, 5 >; 6 IS NULL, 7 IS NOT NULL, 8 IN (set),
+    /// 9 LIKE 'prefix%' (character columns)
     pub strategy: u8,
     pub value: Value,
 }
@@ -59,6 +64,11 @@ pub enum Prepared {
         wide: bool,
         vs: Vec<i128>,
     },
+    /// a character column stored in `width`-byte NUL-padded cells: =, IN (sorted) or a prefix
+    Chars {
+        bpchar: bool,
+        vs: Vec<Vec<u8>>,
+    },
 }
 
 impl BlockFilter {
@@ -81,7 +91,8 @@ impl BlockFilter {
                     .map(|v| Self::scalar(typ, v))
                     .collect::<Option<Vec<_>>>()?,
             ),
-            (1..=5, _) => Self::scalar(typ, val)?,
+            (3, _) | (9, "bytes") if typ == "bytes" || typ == "bpchar" => Self::scalar(typ, val)?,
+            (1..=5, _) if typ != "bytes" && typ != "bpchar" => Self::scalar(typ, val)?,
             _ => return None,
         };
         Some(BlockFilter {
@@ -93,6 +104,22 @@ impl BlockFilter {
 
     fn scalar(typ: &str, val: &str) -> Option<Value> {
         Some(match typ {
+            "bytes" | "bpchar" => {
+                let bytes = if val == "~" {
+                    Vec::new()
+                } else {
+                    if val.len() % 2 != 0 {
+                        return None;
+                    }
+                    (0..val.len() / 2)
+                        .map(|i| u8::from_str_radix(val.get(2 * i..2 * i + 2)?, 16).ok())
+                        .collect::<Option<Vec<u8>>>()?
+                };
+                Value::Bytes {
+                    bytes,
+                    bpchar: typ == "bpchar",
+                }
+            }
             "int" => Value::Int(val.parse().ok()?),
             "numeric" => {
                 let (neg, digits) = match val.strip_prefix('-') {
@@ -143,6 +170,23 @@ impl BlockFilter {
         let dec_col = matches!(c.kind, KIND_DEC64 | KIND_DEC128);
         match &self.value {
             Value::Null => Some(Prepared::Null),
+            Value::Bytes { bytes, bpchar } if c.kind == KIND_CHARN => Some(Prepared::Chars {
+                bpchar: *bpchar,
+                vs: vec![bytes.clone()],
+            }),
+            Value::Set(vs) if c.kind == KIND_CHARN => {
+                let mut out = Vec::with_capacity(vs.len());
+                let mut bp = false;
+                for v in vs {
+                    let Value::Bytes { bytes, bpchar } = v else {
+                        return None;
+                    };
+                    bp = *bpchar;
+                    out.push(bytes.clone());
+                }
+                out.sort_unstable();
+                Some(Prepared::Chars { bpchar: bp, vs: out })
+            }
             Value::Int(v) if int_col => Some(Prepared::Int {
                 attlen: c.attlen,
                 v: *v as i128,
@@ -271,8 +315,21 @@ impl BlockFilter {
                 (x as i128, x == NAN64)
             }
         };
+        if let Prepared::Chars { bpchar, vs } = p {
+            let cell = unsafe { std::slice::from_raw_parts(ptr, c.width as usize) };
+            let mut v = &cell[..crate::storage::encoding::charn_len(cell)];
+            if self.strategy == 9 {
+                return v.starts_with(&vs[0]);
+            }
+            if *bpchar {
+                while let [rest @ .., b' '] = v {
+                    v = rest;
+                }
+            }
+            return vs.binary_search_by(|x| x.as_slice().cmp(v)).is_ok();
+        }
         let (x, v) = match p {
-            Prepared::Null => unreachable!(),
+            Prepared::Null | Prepared::Chars { .. } => unreachable!(),
             Prepared::IntSet { attlen, vs } => return vs.binary_search(&read_int(*attlen)).is_ok(),
             // a stored NaN equals no element (NaN elements are never pushed down)
             Prepared::DecSet { wide, vs } => {
@@ -367,6 +424,28 @@ mod tests {
         assert_eq!(BlockFilter::parse("1 9 int 5"), None);
         assert_eq!(BlockFilter::parse("1 1 text x"), None);
         assert_eq!(BlockFilter::parse("1 1 numeric 1e5"), None);
+        assert_eq!(
+            BlockFilter::parse("4 3 bpchar 5241"),
+            Some(BlockFilter {
+                col: 3,
+                strategy: 3,
+                value: Value::Bytes {
+                    bytes: b"RA".to_vec(),
+                    bpchar: true
+                }
+            })
+        );
+        assert_eq!(
+            BlockFilter::parse("4 9 bytes 50524f4d4f").unwrap().value,
+            Value::Bytes {
+                bytes: b"PROMO".to_vec(),
+                bpchar: false
+            }
+        );
+        assert!(BlockFilter::parse("4 8 bytes 41,~").is_some());
+        assert_eq!(BlockFilter::parse("4 1 bytes 41"), None);
+        assert_eq!(BlockFilter::parse("4 9 bpchar 41"), None);
+        assert_eq!(BlockFilter::parse("4 3 bytes 4"), None);
         assert_eq!(BlockFilter::scaled(false, "12", "5", 2), Some(1250));
         assert_eq!(BlockFilter::scaled(true, "0", "050", 2), Some(-5));
         assert_eq!(BlockFilter::scaled(false, "1", "125", 2), None);
