@@ -485,6 +485,19 @@ hex_of(const char *p, int len, bool trim_spaces)
 	return h.data;
 }
 
+/*
+ * Can blocks store this column in n-byte cells (row.rs: char(n <= 128), varchar(n <= 16))? If not,
+ * a character filter on it never applies (and would only make ScootAgg fall back).
+ */
+static bool
+char_cells(Var *var)
+{
+	int32		n = var->vartypmod - VARHDRSZ;
+
+	return var->vartypmod > VARHDRSZ &&
+		((var->vartype == BPCHAROID && n <= 128) || (var->vartype == VARCHAROID && n <= 16));
+}
+
 /* The btree equality of a character column's type (varchar uses text's operators). */
 static Oid
 char_eq_operator(Oid typ)
@@ -522,8 +535,8 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	if (var->varno != (int) rel->relid || var->varattno <= 0 || var->varlevelsup != 0 || c->constisnull)
 		return NULL;
 	tname = char_filter_type(var->vartype);
-	if (tname == NULL || !(c->consttype == var->vartype || c->consttype == TEXTOID ||
-						   c->consttype == BPCHAROID))
+	if (tname == NULL || !char_cells(var) ||
+		!(c->consttype == var->vartype || c->consttype == TEXTOID || c->consttype == BPCHAROID))
 		return NULL;
 	if (OidIsValid(op->inputcollid) && !get_collation_isdeterministic(op->inputcollid))
 		return NULL;
@@ -571,7 +584,7 @@ char_in_filter(ScalarArrayOpExpr *sa, Var *var, Const *c, char **describe, Relat
 	StringInfoData vals,
 				desc;
 
-	if (sa->opno != char_eq_operator(var->vartype) ||
+	if (!char_cells(var) || sa->opno != char_eq_operator(var->vartype) ||
 		elemtype != (var->vartype == VARCHAROID ? TEXTOID : var->vartype))
 		return NULL;
 	if (OidIsValid(sa->inputcollid) && !get_collation_isdeterministic(sa->inputcollid))
