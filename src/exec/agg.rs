@@ -104,7 +104,7 @@ pub struct Spec {
 
 /// Why the integer path gave up (the node then runs PostgreSQL's own plan).
 #[derive(Debug, PartialEq)]
-pub struct Fallback(pub &'static str);
+pub struct Fallback(pub &'static std::ffi::CStr);
 
 fn parse_expr(toks: &[&str]) -> Option<(Vec<Tok>, Ty)> {
     let mut out = Vec::new();
@@ -438,7 +438,7 @@ pub struct AggExec {
 
 fn column<'a>(blk: BlockRef, att: usize) -> Result<&'a ColDesc, Fallback> {
     if att >= blk.natts() {
-        return Err(Fallback("a column added after the block was written"));
+        return Err(Fallback(c"a column added after the block was written"));
     }
     // the descriptor lives in the block, which outlives this call's use
     Ok(unsafe { &*(blk.col(att) as *const ColDesc) })
@@ -462,7 +462,7 @@ fn read_col(
     match ty {
         Ty::Int(bytes) => {
             if c.kind != KIND_FIXED || c.byval == 0 || c.attlen != bytes as i16 {
-                return Err(Fallback("a column stored in another form"));
+                return Err(Fallback(c"a column stored in another form"));
             }
             macro_rules! ints {
                 ($t:ty) => {
@@ -486,7 +486,7 @@ fn read_col(
         }
         Ty::Dec(scale) => {
             if !matches!(c.kind, KIND_DEC64 | KIND_DEC128) || c.scale as u32 != scale {
-                return Err(Fallback("a numeric column stored in another form"));
+                return Err(Fallback(c"a numeric column stored in another form"));
             }
             let wide = c.kind == KIND_DEC128;
             for (i, &s) in sel.iter().enumerate() {
@@ -500,13 +500,13 @@ fn read_col(
                     if wide {
                         let x = (p as *const i128).read_unaligned();
                         if x == NAN128 {
-                            return Err(Fallback("NaN"));
+                            return Err(Fallback(c"NaN"));
                         }
                         x
                     } else {
                         let x = (p as *const i64).read_unaligned();
                         if x == NAN64 {
-                            return Err(Fallback("NaN"));
+                            return Err(Fallback(c"NaN"));
                         }
                         x as i128
                     }
@@ -514,7 +514,7 @@ fn read_col(
                 vals.push(v);
             }
         }
-        Ty::Char(_) => return Err(Fallback("a character column in an expression")),
+        Ty::Char(_) => return Err(Fallback(c"a character column in an expression")),
     }
     if let Some(b) = spare {
         pool.bools.push(b);
@@ -573,7 +573,7 @@ fn mul(x: i128, y: i128) -> Option<i128> {
     }
 }
 
-const OVERFLOW: Fallback = Fallback("an overflow (PostgreSQL raises its error)");
+const OVERFLOW: Fallback = Fallback(c"an overflow (PostgreSQL raises its error)");
 
 /// a op b over a block's rows (numeric operands already at the result's scale for + and -).
 fn apply(op: u8, a: Val, b: &Val, pool: &mut Pool) -> Result<Val, Fallback> {
@@ -655,7 +655,7 @@ fn eval(cols: &mut Cols, expr: &[Tok], mut stack: Vec<(Col, Ty)>) -> Result<Col,
             Tok::Present(att) => {
                 let c = column(cols.blk, *att)?;
                 if c.kind == KIND_ABSENT {
-                    return Err(Fallback("a column the block does not store"));
+                    return Err(Fallback(c"a column the block does not store"));
                 }
                 let mut nulls: Option<Vec<bool>> = None;
                 for (i, &s) in cols.sel.iter().enumerate() {
@@ -872,7 +872,7 @@ impl AggExec {
                 Ty::Char(wd) => c.kind == KIND_CHARN && c.width == wd,
             };
             if !ok {
-                return Err(Fallback("a group key stored in another form"));
+                return Err(Fallback(c"a group key stored in another form"));
             }
             for (i, &s) in sel.iter().enumerate() {
                 let k = &mut keys[i];
@@ -945,7 +945,7 @@ impl AggExec {
             let c = column(blk, f.col)?;
             let p = f
                 .prepare(c)
-                .ok_or(Fallback("a filter this block cannot apply"))?;
+                .ok_or(Fallback(c"a filter this block cannot apply"))?;
             f.retain(&p, blk, c, sel);
             if sel.is_empty() {
                 break;
@@ -1161,29 +1161,16 @@ pub unsafe extern "C-unwind" fn scoot_agg_run(
             }
         });
         if !visited {
-            why = Some(Fallback("not a block-at-a-time scan"));
+            why = Some(Fallback(c"not a block-at-a-time scan"));
         }
         if why.is_none() {
             why = e.check_final().err();
         }
         match why {
             None => std::ptr::null(),
-            Some(f) => reason(f.0),
+            Some(f) => f.0.as_ptr(),
         }
     })
-}
-
-/// A NUL-terminated copy of a reason (static strings, leaked once each).
-fn reason(s: &'static str) -> *const c_char {
-    use std::sync::Mutex;
-    static CACHE: Mutex<Vec<(&'static str, usize)>> = Mutex::new(Vec::new());
-    let mut c = CACHE.lock().unwrap();
-    if let Some(&(_, p)) = c.iter().find(|(k, _)| *k == s) {
-        return p as *const c_char;
-    }
-    let p = std::ffi::CString::new(s).unwrap().into_raw() as usize;
-    c.push((s, p));
-    p as *const c_char
 }
 
 #[unsafe(no_mangle)]
@@ -1217,7 +1204,7 @@ pub unsafe extern "C-unwind" fn scoot_agg_row(
     crate::ffi::guard::boundary(|| unsafe {
         let e = &*(*h).st;
         if let Err(f) = e.row(g as usize, values, nulls, scoot_numeric_div) {
-            pgrx::error!("scoot: aggregate result: {}", f.0);
+            pgrx::error!("scoot: aggregate result: {}", f.0.to_string_lossy());
         }
     })
 }

@@ -50,6 +50,7 @@
 /* customscan.c */
 extern char *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
 extern double scoot_column_share(RelOptInfo *rel, int natts, bool *all);
+extern char *scoot_describe_filters(List *described);
 
 /* Rust side (src/exec/mod.rs, src/exec/agg.rs) */
 extern bool scoot_custom_scan_enabled(void);
@@ -715,8 +716,7 @@ agg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	List	   *described = (List *) lthird(cs->custom_private);
 	List	   *context;
 	StringInfoData keys,
-				aggs,
-				f;
+				aggs;
 	ListCell   *lc;
 	int			i = 0;
 
@@ -739,16 +739,7 @@ agg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (aggs.len > 0)
 		ExplainPropertyText("Scoot Aggregates", aggs.data, es);
 	if (described != NIL)
-	{
-		initStringInfo(&f);
-		foreach(lc, described)
-		{
-			if (f.len > 0)
-				appendStringInfoString(&f, " AND ");
-			appendStringInfoString(&f, strVal(lfirst(lc)));
-		}
-		ExplainPropertyText("Scoot Block Filter", f.data, es);
-	}
+		ExplainPropertyText("Scoot Block Filter", scoot_describe_filters(described), es);
 	if (es->analyze && s->started)
 	{
 		ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);

@@ -55,6 +55,7 @@ extern void scoot_scan_set_filter(TableScanDesc scan, const char *filter);
 
 char	   *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
 double		scoot_column_share(RelOptInfo *rel, int natts, bool *all);
+char	   *scoot_describe_filters(List *described);
 
 void		scoot_install_custom_scan(void);
 
@@ -195,6 +196,47 @@ cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, 
 		+ path->pathtarget->cost.per_tuple * path->rows;
 }
 
+/* btree strategy numbers 1..5 as operators, for EXPLAIN */
+static const char *const strategy_op[] = {"", "<", "<=", "=", ">=", ">"};
+
+static char *
+column_name(Relation r, Var *var)
+{
+	return (char *) quote_identifier(get_attname(RelationGetRelid(r), var->varattno, false));
+}
+
+/* The elements of a constant array (NULL elements flagged in *nulls). */
+static void
+const_array_elems(Const *c, Oid elemtype, Datum **elems, bool **nulls, int *n)
+{
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+
+	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
+	deconstruct_array(DatumGetArrayTypeP(c->constvalue), elemtype, elmlen, elmbyval, elmalign,
+					  elems, nulls, n);
+}
+
+/* Block filters' descriptions joined for EXPLAIN's "Scoot Block Filter" (NULL for none). */
+char *
+scoot_describe_filters(List *described)
+{
+	StringInfoData f;
+	ListCell   *lc;
+
+	if (described == NIL)
+		return NULL;
+	initStringInfo(&f);
+	foreach(lc, described)
+	{
+		if (f.len > 0)
+			appendStringInfoString(&f, " AND ");
+		appendStringInfoString(&f, strVal(lfirst(lc)));
+	}
+	return f.data;
+}
+
 static bool
 int_type(Oid t)
 {
@@ -205,7 +247,6 @@ int_type(Oid t)
 static char *
 int_cross_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe, Relation r)
 {
-	static const char *const ops[] = {"", "<", "<=", "=", ">=", ">"};
 	Oid			opfamily = get_opclass_family(GetDefaultOpClass(INT8OID, BTREE_AM_OID));
 	Oid			lt = commuted ? c->consttype : var->vartype,
 				rt = commuted ? var->vartype : c->consttype;
@@ -223,8 +264,8 @@ int_cross_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe,
 	v = c->consttype == INT2OID ? DatumGetInt16(c->constvalue) :
 		c->consttype == INT4OID ? DatumGetInt32(c->constvalue) : DatumGetInt64(c->constvalue);
 	*describe = psprintf("%s %s '" INT64_FORMAT "'",
-						 quote_identifier(get_attname(RelationGetRelid(r), var->varattno, false)),
-						 ops[strategy], v);
+						 column_name(r, var),
+						 strategy_op[strategy], v);
 	return psprintf("%d %d int " INT64_FORMAT, var->varattno, strategy, v);
 }
 
@@ -237,7 +278,6 @@ static char *
 date_timestamp_filter(RelOptInfo *rel, OpExpr *op, Var *var, Const *c, bool commuted,
 					  char **describe, Relation r)
 {
-	static const char *const ops[] = {"", "<", "<=", "=", ">=", ">"};
 	Oid			opfamily = get_opclass_family(GetDefaultOpClass(DATEOID, BTREE_AM_OID));
 	Timestamp	ts = DatumGetTimestamp(c->constvalue);
 	int64		fl,
@@ -260,8 +300,8 @@ date_timestamp_filter(RelOptInfo *rel, OpExpr *op, Var *var, Const *c, bool comm
 	if (strategy == 3 && fl != ce)
 		return NULL;
 	*describe = psprintf("%s %s %s",
-						 quote_identifier(get_attname(RelationGetRelid(r), var->varattno, false)),
-						 ops[strategy],
+						 column_name(r, var),
+						 strategy_op[strategy],
 						 quote_literal_cstr(DatumGetCString(DirectFunctionCall1(timestamp_out, c->constvalue))));
 	/* d*D < ts <=> d < ceil; d*D <= ts <=> d <= floor; >= ceil; > floor */
 	return psprintf("%d %d int " INT64_FORMAT, var->varattno, strategy,
@@ -294,7 +334,6 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	bool		commuted = false;
 	char	   *value;
 	const char *tname;
-	static const char *const ops[] = {"", "<", "<=", "=", ">=", ">"};
 
 	if (!IsA(clause, OpExpr) || list_length(((OpExpr *) clause)->args) != 2)
 		return NULL;
@@ -398,8 +437,8 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 
 		getTypeOutputInfo(typ, &out, &varlena);
 		*describe = psprintf("%s %s %s",
-							 quote_identifier(get_attname(RelationGetRelid(r), var->varattno, false)),
-							 ops[strategy],
+							 column_name(r, var),
+							 strategy_op[strategy],
 							 quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue)));
 	}
 	return psprintf("%d %d %s %s", var->varattno, strategy, tname, value);
@@ -447,12 +486,6 @@ filter_value(Oid typ, Datum v)
 		default:
 			return NULL;
 	}
-}
-
-static char *
-column_name(Relation r, Var *var)
-{
-	return (char *) quote_identifier(get_attname(RelationGetRelid(r), var->varattno, false));
 }
 
 /*
@@ -573,14 +606,10 @@ static char *
 char_in_filter(ScalarArrayOpExpr *sa, Var *var, Const *c, char **describe, Relation r)
 {
 	Oid			elemtype = get_element_type(c->consttype);
-	ArrayType  *arr;
 	Datum	   *elems;
 	bool	   *nulls;
 	int			n,
 				i;
-	int16		elmlen;
-	bool		elmbyval;
-	char		elmalign;
 	StringInfoData vals,
 				desc;
 
@@ -589,9 +618,7 @@ char_in_filter(ScalarArrayOpExpr *sa, Var *var, Const *c, char **describe, Relat
 		return NULL;
 	if (OidIsValid(sa->inputcollid) && !get_collation_isdeterministic(sa->inputcollid))
 		return NULL;
-	arr = DatumGetArrayTypeP(c->constvalue);
-	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
-	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign, &elems, &nulls, &n);
+	const_array_elems(c, elemtype, &elems, &nulls, &n);
 	if (n > 1000)
 		return NULL;
 	initStringInfo(&vals);
@@ -647,14 +674,10 @@ scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		Oid			typ,
 					opclass;
 		const char *tname;
-		ArrayType  *arr;
 		Datum	   *elems;
 		bool	   *nulls;
 		int			n,
 					i;
-		int16		elmlen;
-		bool		elmbyval;
-		char		elmalign;
 		StringInfoData vals,
 					desc;
 		Oid			out;
@@ -676,9 +699,7 @@ scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 			return NULL;
 		if (typ == NUMERICOID && var->vartypmod < (int32) VARHDRSZ)
 			return NULL;
-		arr = DatumGetArrayTypeP(c->constvalue);
-		get_typlenbyvalalign(typ, &elmlen, &elmbyval, &elmalign);
-		deconstruct_array(arr, typ, elmlen, elmbyval, elmalign, &elems, &nulls, &n);
+		const_array_elems(c, typ, &elems, &nulls, &n);
 		if (n > 1000)
 			return NULL;
 		getTypeOutputInfo(typ, &out, &varlena);
@@ -936,21 +957,10 @@ scoot_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyText("Scoot Columns", buf.data, es);
 	{
 		CustomScan *cs = (CustomScan *) node->ss.ps.plan;
-		List	   *described = (List *) lfourth(cs->custom_private);
-		ListCell   *lc;
-		StringInfoData f;
+		char	   *f = scoot_describe_filters((List *) lfourth(cs->custom_private));
 
-		if (described != NIL)
-		{
-			initStringInfo(&f);
-			foreach(lc, described)
-			{
-				if (f.len > 0)
-					appendStringInfoString(&f, " AND ");
-				appendStringInfoString(&f, strVal(lfirst(lc)));
-			}
-			ExplainPropertyText("Scoot Block Filter", f.data, es);
-		}
+		if (f)
+			ExplainPropertyText("Scoot Block Filter", f, es);
 	}
 	if (es->format != EXPLAIN_FORMAT_TEXT)
 	{
