@@ -17,7 +17,7 @@ use crate::storage::arena;
 use crate::storage::batch::Batch;
 use crate::storage::block::TID_OFFSETS_PER_PAGE;
 use crate::storage::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
-use crate::storage::filter::BlockFilter;
+use crate::storage::filter::{self, BlockFilter};
 use crate::storage::modify as storage;
 use crate::storage::tabledir::{self, TableRef};
 use crate::txn::mvcc::{self, Htsv};
@@ -63,8 +63,11 @@ pub struct ScanState {
     eager: usize,
     /// the slot whose `nocols` are NULL already
     nulls_set: *mut pg_sys::TupleTableSlot,
-    /// ScootScan block filters (rows failing one are dropped before any column is copied)
+    /// ScootScan block filters (rows failing one are dropped before any column is copied); a
+    /// block whose zone maps show no row can pass is skipped (also for ScootAgg's filters)
     filters: Vec<BlockFilter>,
+    /// blocks skipped by their zone maps
+    pub zone_skipped: u64,
 }
 
 /// A palloc'd holder whose memory-context callback drops the Rust state if the scan is never
@@ -194,6 +197,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             eager: 0,
             nulls_set: std::ptr::null_mut(),
             filters: Vec::new(),
+            zone_skipped: 0,
         });
         {
             let st = state(scan as pg_sys::TableScanDesc);
@@ -511,13 +515,13 @@ pub unsafe fn next_into_virtual(
 unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
     unsafe {
         let st = state(scan);
-        let filters = std::mem::take(&mut st.filters);
+        // collect_block reads but never changes the filters
+        let filters: *const Vec<BlockFilter> = &st.filters;
         let (td, eager) = (st.td, st.eager);
         collect_block(scan, lb, &mut |blk, batch| {
-            apply_filters(&filters, batch, blk);
+            apply_filters(&*filters, batch, blk);
             batch.fill(blk, td, eager);
         });
-        state(scan).filters = filters;
     }
 }
 
@@ -545,9 +549,14 @@ unsafe fn collect_block(
             ffi::pgstat_count_pages_hit(rel, block_pages(st.t, lb, b.hwm));
             let snap = im.image.snap;
             let batch = &mut st.batch;
+            let (filters, skipped) = (&st.filters, &mut st.zone_skipped);
             im.with_block(b.ab, |blk| {
                 batch.reset(lb, blk.natts().min(natts));
                 batch.src = b.ab;
+                if !filters.is_empty() && filter::excluded(filters, blk) {
+                    *skipped += 1;
+                    return;
+                }
                 for sl in 0..b.hwm {
                     let h = blk.row(sl);
                     if h.state() == ST_NORMAL
@@ -569,6 +578,10 @@ unsafe fn collect_block(
         let hwm = l.hwm();
         ffi::pgstat_count_pages_hit(rel, block_pages(st.t, lb, hwm));
         st.batch.reset(lb, l.blk.natts().min(natts));
+        if !st.filters.is_empty() && filter::excluded(&st.filters, l.blk) {
+            st.zone_skipped += 1;
+            return;
+        }
         let vx = l.desc.vis_xid.load(std::sync::atomic::Ordering::Relaxed);
         let all_visible = vx != 0 && !mvcc::precedes((*snap).xmin.into_inner(), vx);
         let serializable = ffi::isolation_is_serializable();
@@ -650,6 +663,11 @@ fn apply_filters(filters: &[BlockFilter], batch: &mut Batch, blk: crate::storage
 /// Adds a block filter to a ScootScan's scan (see `storage::filter`).
 pub fn add_filter(scan: pg_sys::TableScanDesc, f: BlockFilter) {
     state(scan).filters.push(f);
+}
+
+/// Blocks the scan skipped by their zone maps so far.
+pub fn zone_skipped(scan: pg_sys::TableScanDesc) -> u64 {
+    state(scan).zone_skipped
 }
 
 /// [`Batch::extend`] for scans: adds columns to the current batch (a slot asked for more than

@@ -221,11 +221,13 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 }
             }
         }
-        // pass 4: empty blocks go back to the arena (unless TRUNCATE false / vacuum_truncate off
+        // pass 4: zone maps are narrowed; empty blocks go back to the arena (unless TRUNCATE false / vacuum_truncate off
         // asks to keep the table's size, as heap then keeps its empty pages)
-        if truncate {
-            for &b in &blocks {
-                if let Some(l) = storage::lock(t, b, true) {
+        for &b in &blocks {
+            if let Some(l) = storage::lock(t, b, true) {
+                // zone maps shrink to the versions left
+                storage::recompute_zones(&l);
+                if truncate {
                     storage::release_empty_block(t, l);
                 }
             }

@@ -148,13 +148,17 @@ fn parse_expr(toks: &[&str]) -> Option<(Vec<Tok>, Ty)> {
                 Tok::Op(*op, r)
             }
             _ if head == "tonum" => {
-                let Ty::Int(_) = stack.pop()? else { return None };
+                let Ty::Int(_) = stack.pop()? else {
+                    return None;
+                };
                 stack.push(Ty::Dec(0));
                 Tok::ToNum
             }
             _ if head == "toi4" || head == "toi8" => {
                 let to: u8 = head[3..].parse().ok()?;
-                let Ty::Int(from) = stack.pop()? else { return None };
+                let Ty::Int(from) = stack.pop()? else {
+                    return None;
+                };
                 if from > to {
                     return None;
                 }
@@ -434,6 +438,8 @@ pub struct AggExec {
     /// blocks read, and blocks whose rows the filters removed entirely
     pub blocks: u64,
     pub blocks_empty: u64,
+    /// blocks the scan skipped by their zone maps
+    pub blocks_skipped: u64,
 }
 
 fn column<'a>(blk: BlockRef, att: usize) -> Result<&'a ColDesc, Fallback> {
@@ -468,9 +474,10 @@ fn read_col(
                 ($t:ty) => {
                     for (i, &s) in sel.iter().enumerate() {
                         if blk.is_valid(c, s) {
-                            vals.push(unsafe {
-                                (blk.value_ptr(c, s) as *const $t).read_unaligned()
-                            } as i128);
+                            vals.push(
+                                unsafe { (blk.value_ptr(c, s) as *const $t).read_unaligned() }
+                                    as i128,
+                            );
                         } else {
                             mark_null(i);
                             vals.push(0);
@@ -742,9 +749,7 @@ fn accumulate(
                 let g = gids.map(|ids| ids[i] as usize).unwrap_or(0);
                 acc.n[g] += 1;
                 match kind {
-                    Kind::Sum | Kind::Avg => {
-                        acc.v[g] = acc.v[g].checked_add(*x).ok_or(OVERFLOW)?
-                    }
+                    Kind::Sum | Kind::Avg => acc.v[g] = acc.v[g].checked_add(*x).ok_or(OVERFLOW)?,
                     Kind::Min => acc.v[g] = acc.v[g].min(*x),
                     Kind::Max => acc.v[g] = acc.v[g].max(*x),
                     _ => {}
@@ -802,9 +807,7 @@ fn accumulate(
                 let g = g as usize;
                 acc.n[g] += 1;
                 match kind {
-                    Kind::Sum | Kind::Avg => {
-                        acc.v[g] = acc.v[g].checked_add(x).ok_or(OVERFLOW)?
-                    }
+                    Kind::Sum | Kind::Avg => acc.v[g] = acc.v[g].checked_add(x).ok_or(OVERFLOW)?,
                     Kind::Min => acc.v[g] = acc.v[g].min(x),
                     Kind::Max => acc.v[g] = acc.v[g].max(x),
                     _ => {}
@@ -828,6 +831,7 @@ impl AggExec {
             gids: Vec::new(),
             blocks: 0,
             blocks_empty: 0,
+            blocks_skipped: 0,
         };
         if e.spec.keys.is_empty() {
             // no GROUP BY: one group, even over no rows
@@ -895,7 +899,11 @@ impl AggExec {
                                 (p as *const i128).read_unaligned()
                             } else {
                                 let x = (p as *const i64).read_unaligned();
-                                if x == NAN64 { NAN128 } else { x as i128 }
+                                if x == NAN64 {
+                                    NAN128
+                                } else {
+                                    x as i128
+                                }
                             };
                             // NaN groups with NaN, as in PostgreSQL; the marker is one value
                             k.0[w] = v as u64;
@@ -1151,15 +1159,19 @@ pub unsafe extern "C-unwind" fn scoot_agg_run(
     crate::ffi::guard::boundary(|| unsafe {
         let e = &mut *(*h).st;
         let mut why: Option<Fallback> = None;
-        let visited = crate::am::scan::visit_blocks(scan, &mut |blk, rows| {
-            match e.add_block(blk, rows) {
+        // the scan skips blocks whose zone maps no row of can pass
+        for f in &e.spec.filters {
+            crate::am::scan::add_filter(scan, f.clone());
+        }
+        let visited =
+            crate::am::scan::visit_blocks(scan, &mut |blk, rows| match e.add_block(blk, rows) {
                 Ok(()) => true,
                 Err(f) => {
                     why = Some(f);
                     false
                 }
-            }
-        });
+            });
+        e.blocks_skipped = crate::am::scan::zone_skipped(scan);
         if !visited {
             why = Some(Fallback(c"not a block-at-a-time scan"));
         }
@@ -1178,13 +1190,19 @@ pub unsafe extern "C" fn scoot_agg_ngroups(h: *mut Holder<AggExec>) -> i64 {
     unsafe { (*(*h).st).ngroups() as i64 }
 }
 
-/// (blocks read, blocks the filters emptied), for EXPLAIN ANALYZE.
+/// (blocks read, blocks the filters emptied, blocks skipped by zone maps), for EXPLAIN ANALYZE.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scoot_agg_stats(h: *mut Holder<AggExec>, blocks: *mut i64, empty: *mut i64) {
+pub unsafe extern "C" fn scoot_agg_stats(
+    h: *mut Holder<AggExec>,
+    blocks: *mut i64,
+    empty: *mut i64,
+    skipped: *mut i64,
+) {
     unsafe {
         let e = &*(*h).st;
         *blocks = e.blocks as i64;
         *empty = e.blocks_empty as i64;
+        *skipped = e.blocks_skipped as i64;
     }
 }
 
@@ -1265,7 +1283,8 @@ mod tests {
         assert!(Spec::parse("A sum p3").is_none());
         assert!(Spec::parse("A count p3 p4 +:i8").is_none());
         // shared arguments
-        let s = Spec::parse("A sum v1:d2\nA avg v1:d2\nA sum v1:d2 v2:d2 *:d\nA count v1:d2").unwrap();
+        let s =
+            Spec::parse("A sum v1:d2\nA avg v1:d2\nA sum v1:d2 v2:d2 *:d\nA count v1:d2").unwrap();
         assert_eq!(s.aggs[1].reuse, Reuse::Same(0));
         assert_eq!(s.aggs[2].reuse, Reuse::Prefix(0, 1));
         assert_eq!(s.aggs[3].reuse, Reuse::Same(0));

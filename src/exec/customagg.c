@@ -60,7 +60,7 @@ extern void *scoot_agg_create(const char *spec);
 extern void scoot_agg_free(void *agg);
 extern const char *scoot_agg_run(void *agg, TableScanDesc scan);
 extern int64 scoot_agg_ngroups(void *agg);
-extern void scoot_agg_stats(void *agg, int64 *blocks, int64 *emptied);
+extern void scoot_agg_stats(void *agg, int64 *blocks, int64 *emptied, int64 *skipped);
 extern void scoot_agg_row(void *agg, int64 g, Datum *values, bool *nulls);
 
 void		scoot_install_custom_agg(void);
@@ -80,6 +80,7 @@ typedef struct ScootAggState
 	int64		ngroups;
 	int64		blocks;
 	int64		emptied;
+	int64		skipped;
 } ScootAggState;
 
 static Plan *agg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
@@ -629,7 +630,7 @@ agg_start(ScootAggState *s)
 	s->fallback = scoot_agg_run(s->agg, scan);
 	table_endscan(scan);
 	s->ngroups = s->fallback ? 0 : scoot_agg_ngroups(s->agg);
-	scoot_agg_stats(s->agg, &s->blocks, &s->emptied);
+	scoot_agg_stats(s->agg, &s->blocks, &s->emptied, &s->skipped);
 	s->next = 0;
 	s->started = true;
 	MemoryContextSwitchTo(old);
@@ -743,6 +744,8 @@ agg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	if (es->analyze && s->started)
 	{
 		ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);
+		if (es->format != EXPLAIN_FORMAT_TEXT || s->skipped > 0)
+			ExplainPropertyInteger("Scoot Blocks Skipped by Zone Maps", NULL, s->skipped, es);
 		if (es->format != EXPLAIN_FORMAT_TEXT || s->emptied > 0)
 			ExplainPropertyInteger("Scoot Blocks Emptied by Filters", NULL, s->emptied, es);
 		ExplainPropertyText("Scoot Fallback", s->fallback ? s->fallback : "none", es);

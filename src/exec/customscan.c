@@ -52,6 +52,7 @@ extern bool scoot_relation_is_scoot(Relation rel);
 extern void scoot_scan_set_columns(TableScanDesc scan, const bool *mask, int natts);
 extern bool scoot_scan_next_virtual(TableScanDesc scan, TupleTableSlot *slot, bool forward);
 extern void scoot_scan_set_filter(TableScanDesc scan, const char *filter);
+extern int64 scoot_scan_zone_skipped(TableScanDesc scan);
 
 char	   *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
 double		scoot_column_share(RelOptInfo *rel, int natts, bool *all);
@@ -961,6 +962,13 @@ scoot_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 
 		if (f)
 			ExplainPropertyText("Scoot Block Filter", f, es);
+	}
+	if (es->analyze && s->scan && !s->scan->rs_parallel)
+	{
+		int64		skipped = scoot_scan_zone_skipped(s->scan);
+
+		if (es->format != EXPLAIN_FORMAT_TEXT || skipped > 0)
+			ExplainPropertyInteger("Scoot Blocks Skipped by Zone Maps", NULL, skipped, es);
 	}
 	if (es->format != EXPLAIN_FORMAT_TEXT)
 	{

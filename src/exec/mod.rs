@@ -83,3 +83,9 @@ pub unsafe extern "C" fn scoot_scan_set_filter(
         am::scan::add_filter(scan, bf);
     }
 }
+
+/// Blocks a ScootScan's scan skipped by their zone maps (EXPLAIN ANALYZE).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_scan_zone_skipped(scan: pg_sys::TableScanDesc) -> i64 {
+    am::scan::zone_skipped(scan) as i64
+}

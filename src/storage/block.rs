@@ -4,6 +4,7 @@
 //! +--------------------+ 0
 //! | BlockHeader        |  magic, version, natts, capacity, offsets, layout signature
 //! | ColDesc[natts]     |  per column: encoding, width, scale, validity-bitmap offset, values offset
+//! | Zone[natts]        |  per column: min and max of the values written (zone map, see below)
 //! +--------------------+ row_hdr_off (64-aligned)
 //! | RowHdr[capacity]   |  20-byte version header per row: xmin, xmax, cid, infomask, ctid
 //! | free-slot bitmap   |  1 bit per slot: freed and reusable (the lowest free slot is reused
@@ -34,6 +35,14 @@
 //!   complete varlena as TOAST left it (inline-compressed, or an 18-byte external TOAST pointer).
 //! - `ABSENT`: a dropped column; no storage, always NULL.
 //!
+//! Zone maps: for integer-like fixed columns (byval, 2/4/8 bytes, read as signed) and scaled
+//! decimals, `Zone[i]` holds the least and greatest value ever written to the column in this
+//! block (i128; a decimal NaN counts as +infinity; `min > max` while no non-NULL value was
+//! written). Writers only widen it, so it bounds every row version any snapshot can see in the
+//! block; VACUUM recomputes it from the versions that remain. OLAP snapshot images read it as of
+//! their epoch like every other byte of the block. Block filters skip a block whose zone cannot
+//! satisfy them (`storage::filter`).
+//!
 //! TIDs are table-local: row `slot` of the table's local block `lb` is TID page
 //! `lb * vpb + slot / 291`, offset `slot % 291 + 1`, with `vpb = block_size / 8192`, so the TID
 //! address space of a table is exactly as large as its blocks are (relation size = blocks *
@@ -44,7 +53,7 @@
 use std::sync::atomic::{AtomicU16, Ordering};
 
 pub const BLOCK_MAGIC: u32 = 0x5C00_B10C;
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 
 pub const KIND_ABSENT: u8 = 0;
 pub const KIND_FIXED: u8 = 1;
@@ -83,7 +92,39 @@ pub struct BlockHeader {
     /// offset of the free-slot bitmap (1 bit per row slot, 1 = free for reuse)
     pub free_map_off: u32,
     pub layout_sig: u64,
+    /// offset of the zone map (`Zone[natts]`)
+    pub zone_off: u32,
+    pub _reserved: u32,
 }
+
+/// One column's zone map entry: the least and greatest value written (see the module header).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Zone {
+    pub min: i128,
+    pub max: i128,
+}
+
+impl Zone {
+    pub const EMPTY: Zone = Zone {
+        min: i128::MAX,
+        max: i128::MIN,
+    };
+    /// No non-NULL value was written.
+    pub fn is_empty(&self) -> bool {
+        self.min > self.max
+    }
+}
+
+/// Does column `c` keep a zone map?
+#[inline]
+pub fn zoned(c: &ColDesc) -> bool {
+    (c.kind == KIND_FIXED && c.byval != 0 && matches!(c.attlen, 2 | 4 | 8))
+        || matches!(c.kind, KIND_DEC64 | KIND_DEC128)
+}
+
+const ZONE_OFF: usize = std::mem::size_of::<BlockHeader>();
+const _: () = assert!(std::mem::size_of::<BlockHeader>() % 16 == 0);
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -314,7 +355,8 @@ pub struct Layout {
 
 pub fn header_size(natts: usize) -> usize {
     align_up(
-        std::mem::size_of::<BlockHeader>() + natts * std::mem::size_of::<ColDesc>(),
+        std::mem::size_of::<BlockHeader>()
+            + natts * (std::mem::size_of::<ColDesc>() + std::mem::size_of::<Zone>()),
         REGION_ALIGN,
     )
 }
@@ -437,6 +479,53 @@ impl BlockRef {
     #[inline]
     pub fn col(&self, i: usize) -> &ColDesc {
         unsafe { &*((self.base.add(std::mem::size_of::<BlockHeader>()) as *const ColDesc).add(i)) }
+    }
+    /// Column `i`'s zone map entry (16-aligned in the block).
+    #[inline]
+    pub fn zone_ptr(&self, i: usize) -> *mut Zone {
+        unsafe { (self.base.add(self.header().zone_off as usize) as *mut Zone).add(i) }
+    }
+    #[inline]
+    pub fn zone(&self, i: usize) -> Zone {
+        unsafe { self.zone_ptr(i).read() }
+    }
+    /// The zone-map key of row `slot`'s value in zoned column `c` (None: NULL); a decimal NaN
+    /// is +infinity.
+    #[inline]
+    pub fn zone_key(&self, c: &ColDesc, slot: u32) -> Option<i128> {
+        if !self.is_valid(c, slot) {
+            return None;
+        }
+        let p = self.value_ptr(c, slot);
+        unsafe {
+            Some(match (c.kind, c.attlen) {
+                (KIND_DEC64, _) => match (p as *const i64).read_unaligned() {
+                    i64::MIN => i128::MAX,
+                    x => x as i128,
+                },
+                (KIND_DEC128, _) => match (p as *const i128).read_unaligned() {
+                    i128::MIN => i128::MAX,
+                    x => x,
+                },
+                (_, 2) => (p as *const i16).read_unaligned() as i128,
+                (_, 4) => (p as *const i32).read_unaligned() as i128,
+                _ => (p as *const i64).read_unaligned() as i128,
+            })
+        }
+    }
+    /// The zone of column `i` recomputed over the slots `live` says hold row versions.
+    pub fn compute_zone(&self, i: usize, hwm: u32, live: impl Fn(u32) -> bool) -> Zone {
+        let c = *self.col(i);
+        let mut z = Zone::EMPTY;
+        for s in 0..hwm {
+            if live(s) {
+                if let Some(k) = self.zone_key(&c, s) {
+                    z.min = z.min.min(k);
+                    z.max = z.max.max(k);
+                }
+            }
+        }
+        z
     }
     #[inline]
     #[allow(clippy::mut_from_ref)]
@@ -568,9 +657,11 @@ impl BlockRef {
             h.relnode = relnode;
             h.free_map_off = layout.free_map_off;
             h.layout_sig = layout.sig;
+            h.zone_off = (ZONE_OFF + layout.natts * std::mem::size_of::<ColDesc>()) as u32;
             let cols = self.base.add(std::mem::size_of::<BlockHeader>()) as *mut ColDesc;
             for (i, c) in layout.cols.iter().enumerate() {
                 *cols.add(i) = *c;
+                self.zone_ptr(i).write_unaligned(Zone::EMPTY);
             }
         }
     }
@@ -655,6 +746,59 @@ mod tests {
             },
             est_var: est,
         }
+    }
+
+    /// Zone keys: signed integers of each width, decimal NaN as +infinity, NULLs ignored.
+    #[pg_test]
+    fn zone_keys_and_recompute() {
+        let mut attrs = [spec(2, 0), spec(8, 0), spec(8, 0), spec(-1, 8)];
+        attrs[2].enc = Enc::Dec64 { scale: 2 };
+        let l = Layout::compute(&attrs, 1 << 16, 64).unwrap();
+        let mut buf = vec![0u64; (1 << 16) / 8];
+        let b = BlockRef {
+            base: buf.as_mut_ptr() as *mut u8,
+        };
+        b.format(&l, 1, 1);
+        for i in 0..4 {
+            assert!(b.zone(i).is_empty());
+        }
+        assert!(zoned(b.col(0)) && zoned(b.col(1)) && zoned(b.col(2)) && !zoned(b.col(3)));
+        let vals: [(i16, i64, i64); 4] = [
+            (-7, i64::MIN + 1, 5),
+            (3, 9, i64::MIN),
+            (0, 0, -2),
+            (1, 1, 1),
+        ];
+        for (s, (a, x, d)) in vals.iter().enumerate() {
+            let s = s as u32;
+            unsafe {
+                (b.value_ptr(b.col(0), s) as *mut i16).write_unaligned(*a);
+                (b.value_ptr(b.col(1), s) as *mut i64).write_unaligned(*x);
+                (b.value_ptr(b.col(2), s) as *mut i64).write_unaligned(*d);
+            }
+            for c in 0..3 {
+                b.set_valid(&{ *b.col(c) }, s, s != 3 || c != 0);
+            }
+        }
+        let all = |_| true;
+        assert_eq!(b.compute_zone(0, 4, all), Zone { min: -7, max: 3 });
+        assert_eq!(
+            b.compute_zone(1, 4, all),
+            Zone {
+                min: (i64::MIN + 1) as i128,
+                max: 9
+            }
+        );
+        // slot 1 holds NaN: +infinity
+        assert_eq!(
+            b.compute_zone(2, 4, all),
+            Zone {
+                min: -2,
+                max: i128::MAX
+            }
+        );
+        assert_eq!(b.compute_zone(2, 4, |s| s != 1), Zone { min: -2, max: 5 });
+        assert!(b.compute_zone(0, 4, |s| s == 3).is_empty());
     }
 
     #[pg_test]

@@ -4,12 +4,16 @@
 //! copied. Plain Rust over the PAX block format; the scan calls [`BlockFilter::keep`] per row on
 //! blocks where [`BlockFilter::prepare`] says it applies.
 //!
+//! Before that, [`excluded`] compares the filters with the block's zone maps (per-column min and
+//! max, see `storage::block`): a block no row of which can pass is skipped without looking at
+//! its rows at all.
+//!
 //! A filter only ever removes rows PostgreSQL's own qual (which still runs on the rows that
 //! pass) would reject: NULLs fail every comparison; a block whose column is stored in a form the
 //! filter does not read (a numeric that did not fit a scaled integer, a column added after the
 //! block was written), or whose scale cannot represent the constant exactly, is not filtered.
 use crate::storage::block::{
-    BlockRef, ColDesc, KIND_ABSENT, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
+    zoned, BlockRef, ColDesc, Zone, KIND_ABSENT, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
 };
 use crate::storage::encoding::{NAN128, NAN64};
 
@@ -185,7 +189,10 @@ impl BlockFilter {
                     out.push(bytes.clone());
                 }
                 out.sort_unstable();
-                Some(Prepared::Chars { bpchar: bp, vs: out })
+                Some(Prepared::Chars {
+                    bpchar: bp,
+                    vs: out,
+                })
             }
             Value::Int(v) if int_col => Some(Prepared::Int {
                 attlen: c.attlen,
@@ -229,6 +236,34 @@ impl BlockFilter {
                 })
             }
             _ => None,
+        }
+    }
+
+    /// Can no value in `z` (a zoned column's zone map) pass? NULLs fail every comparison, so an
+    /// empty zone (only NULLs written) passes nothing but IS NULL.
+    pub fn zone_excludes(&self, p: &Prepared, z: Zone) -> bool {
+        let (lo, hi) = (z.min, z.max);
+        match p {
+            Prepared::Null => self.strategy == 7 && z.is_empty(),
+            Prepared::Int { v, .. } | Prepared::Dec { v, .. } => {
+                if z.is_empty() {
+                    return true;
+                }
+                let v = *v;
+                match self.strategy {
+                    1 => lo >= v,
+                    2 => lo > v,
+                    3 => v < lo || v > hi,
+                    4 => hi < v,
+                    _ => hi <= v,
+                }
+            }
+            Prepared::IntSet { vs, .. } | Prepared::DecSet { vs, .. } => {
+                // sorted: the first element >= lo must be > hi
+                let i = vs.partition_point(|&x| x < lo);
+                vs.get(i).is_none_or(|&x| x > hi)
+            }
+            Prepared::Chars { .. } => false,
         }
     }
 
@@ -280,7 +315,9 @@ impl BlockFilter {
             Prepared::Int { attlen: 8, v } if i64::try_from(*v).is_ok() => {
                 scan!(i64, *v as i64, |_| false)
             }
-            Prepared::Dec { wide: false, v } if i64::try_from(*v).is_ok() && *v != NAN64 as i128 => {
+            Prepared::Dec { wide: false, v }
+                if i64::try_from(*v).is_ok() && *v != NAN64 as i128 =>
+            {
                 scan!(i64, *v as i64, |x: i64| x == NAN64)
             }
             _ => sel.retain(|&s| self.keep(p, b, c, s)),
@@ -354,6 +391,21 @@ impl BlockFilter {
             _ => x > v,
         }
     }
+}
+
+/// Can no row of block `b` pass all of `filters` (judged by the zone maps alone)?
+pub fn excluded(filters: &[BlockFilter], b: BlockRef) -> bool {
+    let natts = b.natts();
+    filters.iter().any(|f| {
+        if f.col >= natts {
+            // a column added after the block was written: its value is the column's default
+            return false;
+        }
+        let c = b.col(f.col);
+        zoned(c)
+            && f.prepare(c)
+                .is_some_and(|p| f.zone_excludes(&p, b.zone(f.col)))
+    })
 }
 
 #[cfg(test)]
@@ -449,5 +501,62 @@ mod tests {
         assert_eq!(BlockFilter::scaled(false, "12", "5", 2), Some(1250));
         assert_eq!(BlockFilter::scaled(true, "0", "050", 2), Some(-5));
         assert_eq!(BlockFilter::scaled(false, "1", "125", 2), None);
+    }
+
+    /// A zone [lo, hi] is excluded exactly when no integer in it passes the comparison (and an
+    /// empty zone passes nothing but IS NULL).
+    #[test]
+    fn zone_exclusion_is_exact() {
+        let pass = |st: u8, x: i128, v: i128| match st {
+            1 => x < v,
+            2 => x <= v,
+            3 => x == v,
+            4 => x >= v,
+            _ => x > v,
+        };
+        for lo in -3i128..=3 {
+            for hi in lo..=3 {
+                let z = Zone { min: lo, max: hi };
+                for st in 1u8..=5 {
+                    for v in -5i128..=5 {
+                        let f = BlockFilter {
+                            col: 0,
+                            strategy: st,
+                            value: Value::Int(v as i64),
+                        };
+                        let p = Prepared::Int { attlen: 4, v };
+                        let any = (lo..=hi).any(|x| pass(st, x, v));
+                        assert_eq!(f.zone_excludes(&p, z), !any, "[{lo},{hi}] {st} {v}");
+                        assert!(f.zone_excludes(&p, Zone::EMPTY));
+                    }
+                }
+                for set in [vec![], vec![-4], vec![-4, 0], vec![2, 5], vec![-5, 4]] {
+                    let f = BlockFilter {
+                        col: 0,
+                        strategy: 8,
+                        value: Value::Null,
+                    };
+                    let p = Prepared::IntSet {
+                        attlen: 4,
+                        vs: set.clone(),
+                    };
+                    let any = set.iter().any(|x| (lo..=hi).contains(x));
+                    assert_eq!(f.zone_excludes(&p, z), !any, "[{lo},{hi}] in {set:?}");
+                }
+                let null = |st| BlockFilter {
+                    col: 0,
+                    strategy: st,
+                    value: Value::Null,
+                };
+                assert!(!null(6).zone_excludes(&Prepared::Null, z));
+                assert!(!null(7).zone_excludes(&Prepared::Null, z));
+            }
+        }
+        let nn = BlockFilter {
+            col: 0,
+            strategy: 7,
+            value: Value::Null,
+        };
+        assert!(nn.zone_excludes(&Prepared::Null, Zone::EMPTY));
     }
 }

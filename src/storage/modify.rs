@@ -476,6 +476,24 @@ pub fn free_all_blocks(t: TableRef) {
     INSERT_BLOCK.with(|m| m.borrow_mut().remove(&t.id));
 }
 
+/// Narrows the block's zone maps to the row versions it still holds (VACUUM, after dead
+/// versions were freed). Any version some snapshot can still see is such a row version.
+pub fn recompute_zones(l: &Locked) {
+    let hwm = l.hwm();
+    for i in 0..l.blk.natts() {
+        if !zoned(l.blk.col(i)) {
+            continue;
+        }
+        let z = l
+            .blk
+            .compute_zone(i, hwm, |s| l.row(s).state() == ST_NORMAL);
+        if z != l.blk.zone(i) {
+            cow::before_write(l.blk.zone_ptr(i) as *const u8, std::mem::size_of::<Zone>());
+            unsafe { l.blk.zone_ptr(i).write(z) };
+        }
+    }
+}
+
 /// Frees a block whose slots are all free (VACUUM). Caller holds it exclusively via `l`.
 pub fn release_empty_block(t: TableRef, l: Locked) {
     if l.desc.nfree.load(Ordering::Relaxed) == l.hwm() {

@@ -497,6 +497,18 @@ pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
                 }
             }
             b.set_valid(&c, slot, true);
+            if zoned(&c) {
+                // widen the column's zone map to the new value
+                let k = b.zone_key(&c, slot).unwrap_or_default();
+                let z = b.zone(i);
+                if k < z.min || k > z.max {
+                    cow::before_write(b.zone_ptr(i) as *const u8, std::mem::size_of::<Zone>());
+                    b.zone_ptr(i).write(Zone {
+                        min: z.min.min(k),
+                        max: z.max.max(k),
+                    });
+                }
+            }
         }
         var_low
     }
