@@ -61,13 +61,14 @@ else
 fi
 
 step "setup: python packages"
-# matplotlib draws the benchmark plots (bench/olap_bench.py)
-if python3 -c 'import psycopg, pyarrow, matplotlib' >/dev/null 2>&1; then
-  log "psycopg + pyarrow + matplotlib present ($(command -v python3))"
+# matplotlib draws the benchmark plots (bench/olap_bench.py); pytest, pandas, polars and duckdb
+# run the Arrow export tests (python/tests, scenario 90_arrow_export)
+if python3 -c 'import psycopg, pyarrow, matplotlib, pytest, pandas, polars, duckdb' >/dev/null 2>&1; then
+  log "psycopg + pyarrow + matplotlib + pytest + pandas + polars + duckdb present ($(command -v python3))"
 else
-  pyargs=(-m pip install -q --disable-pip-version-check 'psycopg[binary]' pyarrow matplotlib)
+  pyargs=(-m pip install -q --disable-pip-version-check 'psycopg[binary]' pyarrow matplotlib pytest pandas polars duckdb)
   python3 "${pyargs[@]}" || python3 "${pyargs[@]}" --break-system-packages
-  python3 -c 'import psycopg, pyarrow, matplotlib; print("psycopg", psycopg.__version__, "pyarrow", pyarrow.__version__, "matplotlib", matplotlib.__version__)'
+  python3 -c 'import psycopg, pyarrow, matplotlib, pytest, pandas, polars, duckdb; print("psycopg", psycopg.__version__, "pyarrow", pyarrow.__version__, "pandas", pandas.__version__, "polars", polars.__version__, "duckdb", duckdb.__version__)'
 fi
 
 step "setup: done"

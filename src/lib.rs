@@ -24,6 +24,7 @@
 use pgrx::prelude::*;
 
 pub mod am;
+pub mod arrow;
 pub mod exec;
 pub mod ffi;
 pub mod guc;

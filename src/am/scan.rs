@@ -647,6 +647,50 @@ pub unsafe fn visit_blocks(
     }
 }
 
+/// [`visit_blocks`] from the first block whose local number is `>= from_lb` on. Returns None if
+/// the scan cannot be visited this way, Some(None) at the end of the table, and Some(Some(lb))
+/// when `f` stopped after block `lb - 1`: the next call continues at `lb` (an export streaming
+/// a table in pieces, one short scan per piece under the same snapshot).
+pub unsafe fn visit_blocks_from(
+    scan: pg_sys::TableScanDesc,
+    from_lb: u32,
+    f: &mut dyn FnMut(crate::storage::block::BlockRef, &[u32]) -> bool,
+) -> Option<Option<u32>> {
+    unsafe {
+        let st = state(scan);
+        if !st.pagemode || !(*scan).rs_parallel.is_null() {
+            return None;
+        }
+        let blocks: Vec<u32> = st
+            .blocks
+            .iter()
+            .copied()
+            .filter(|&b| b >= from_lb)
+            .collect();
+        st.batch.rows_only = true;
+        let mut next = None;
+        for lb in blocks {
+            let mut go = true;
+            collect_block(scan, lb, &mut |blk, batch| {
+                if !batch.is_empty() {
+                    go = f(blk, &batch.rows);
+                }
+            });
+            ffi::pgstat_count_getnext_n((*scan).rs_rd, state(scan).batch.len());
+            if !go {
+                next = Some(lb + 1);
+                break;
+            }
+            pg_sys::check_for_interrupts!();
+        }
+        let st = state(scan);
+        st.batch.clear();
+        st.batch.rows_only = false;
+        st.pos = Pos::End;
+        Some(next)
+    }
+}
+
 /// Drops the batch's rows that fail a block filter (ScootScan), before columns are copied.
 fn apply_filters(filters: &[BlockFilter], batch: &mut Batch, blk: crate::storage::block::BlockRef) {
     for f in filters {

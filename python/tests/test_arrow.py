@@ -1,0 +1,359 @@
+"""scoot.arrow_stream and the pg_scoot Python package against a live server (PG* environment;
+run by sql-tests/scenarios/90_arrow_export.sh in the README test command).
+
+Every exported value is compared with what psycopg reads for the same row with a plain SELECT."""
+import datetime
+import decimal
+import math
+import os
+import threading
+import uuid
+
+import psycopg
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pytest
+
+import pg_scoot
+
+DSN = os.environ.get("SCOOT_DSN", "")
+
+
+@pytest.fixture
+def conn():
+    c = psycopg.connect(DSN, autocommit=True)
+    c.execute("SET client_min_messages = warning")
+    yield c
+    c.close()
+
+
+def chunks_table(c, sql, *args):
+    data = b"".join(r[0] for r in c.cursor(binary=True).execute(sql, args))
+    return ipc.open_stream(data).read_all()
+
+
+ALL_TYPES = """id int, i2 int2, i4 int4, i8 int8, f4 float4, f8 float8, b bool, d date, ts timestamp,
+  tz timestamptz, t time, iv interval, n numeric(12,2), nw numeric(38,6), nx numeric(38,0), nu numeric,
+  tx text, vc varchar(10), ch char(3), by bytea, u uuid, j json, jb jsonb, nm name"""
+
+ROWS = [
+    "(1, 1, 2, 3, 1.5, 'NaN', true, '2024-02-29', '2024-01-01 12:34:56.789', '2024-01-01 00:00+02', "
+    "'13:14:15', '1 year 2 mons 3 days 04:05:06.5', 12.34, 12345678901234567890123456789012.123456, "
+    "99999999999999999999999999999999999999, 'NaN', 'héllo wörld', 'abcdefghij', 'x', '\\x00ff', "
+    "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{\"a\": 1}', '{\"b\": [1, 2]}', 'nm')",
+    "(2, NULL, NULL, NULL, NULL, '-Infinity', NULL, 'infinity', 'infinity', '-infinity', NULL, NULL, "
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "(3, -32768, -2147483648, -9223372036854775808, '-inf', 0, false, '1970-01-01', '1970-01-01', "
+    "'1999-12-31 23:59:59.999999+00', '24:00', '-1 day -00:00:00.000001', -0.01, "
+    "-99999999999999999999999999999999.999999, -99999999999999999999999999999999999999, 1e100, '', "
+    "'', '', '', '00000000-0000-0000-0000-000000000000', '[]', 'null', '')",
+    "(4, 32767, 2147483647, 9223372036854775807, 'inf', 1e308, true, '4713-01-01 BC', "
+    "'294246-12-31 23:59:59', '4714-11-24 00:00+00 BC', '00:00:00.000001', '-178000000 years', 0.00, "
+    "0.000001, 0, -0.0000000001, repeat('z', 3000), 'ß', 'é', decode(repeat('ab', 5000), 'hex'), "
+    "'ffffffff-ffff-ffff-ffff-ffffffffffff', '\"s\"', '{\"k\": {\"n\": null}}', repeat('n', 63))",
+]
+
+
+def expected_value(col, v):
+    """psycopg's value of `col` as pyarrow's to_pylist() gives the exported one."""
+    if v is None:
+        return None
+    if col == "tz":
+        return v.astimezone(datetime.timezone.utc)
+    if col == "by":
+        return bytes(v)
+    if col == "u":
+        return v.bytes
+    return v
+
+
+@pytest.fixture
+def all_types(conn):
+    conn.execute("DROP TABLE IF EXISTS ar_types")
+    conn.execute(f"CREATE TABLE ar_types ({ALL_TYPES}) USING scoot")
+    conn.execute("INSERT INTO ar_types VALUES " + ", ".join(ROWS))
+    yield "ar_types"
+    conn.execute("DROP TABLE ar_types")
+
+
+def test_schema_maps_every_type(conn, all_types):
+    t = pg_scoot.read_arrow(conn, all_types)
+    want = {
+        "id": pa.int32(), "i2": pa.int16(), "i4": pa.int32(), "i8": pa.int64(), "f4": pa.float32(),
+        "f8": pa.float64(), "b": pa.bool_(), "d": pa.date32(), "ts": pa.timestamp("us"),
+        "tz": pa.timestamp("us", tz="UTC"), "t": pa.time64("us"), "iv": pa.month_day_nano_interval(),
+        "n": pa.decimal128(12, 2), "nw": pa.decimal128(38, 6), "nx": pa.decimal128(38, 0),
+        "nu": pa.string(), "tx": pa.string(), "vc": pa.string(), "ch": pa.string(), "by": pa.binary(),
+        "u": pa.binary(16), "j": pa.string(), "jb": pa.string(), "nm": pa.string(),
+    }
+    assert {f.name: f.type for f in t.schema} == want
+    assert t.num_rows == len(ROWS)
+
+
+def test_values_round_trip(conn, all_types):
+    t = pg_scoot.read_arrow(conn, all_types)
+    got = {r["id"]: r for r in t.select([c for c in t.column_names if c not in ("d", "ts", "tz", "t", "iv")]).to_pylist()}
+    cur = conn.cursor()
+    cur.execute("SELECT id, i2, i4, i8, f4, f8, b, n, nw, nx, nu::text, tx, vc, ch, by, u, j::text, "
+                "jb::text, nm::text FROM ar_types")
+    names = [d.name for d in cur.description]
+    for row in cur.fetchall():
+        r = dict(zip(names, row))
+        g = got[r["id"]]
+        for col, v in r.items():
+            e = expected_value(col, v)
+            if isinstance(e, float) and math.isnan(e):
+                assert math.isnan(g[col]), col
+            else:
+                assert g[col] == e, (r["id"], col, g[col], e)
+
+
+def test_dates_times_intervals_as_integers(conn, all_types):
+    """date32 / timestamp / time64 / interval values compared as the integers Arrow stores
+    (Python's datetime cannot hold infinity, 24:00 or year 294276)."""
+    t = pg_scoot.read_arrow(conn, all_types, columns=["id", "d", "ts", "tz", "t", "iv"])
+    ids = t.column("id").to_pylist()
+    d = t.column("d").cast(pa.int32()).to_pylist()
+    ts = t.column("ts").cast(pa.int64()).to_pylist()
+    tz = t.column("tz").cast(pa.int64()).to_pylist()
+    tm = t.column("t").cast(pa.int64()).to_pylist()
+    iv = t.column("iv").to_pylist()
+    cur = conn.execute(
+        "SELECT id, CASE WHEN isfinite(d) THEN d - date '1970-01-01' END, "
+        "CASE WHEN isfinite(ts) THEN (extract(epoch FROM ts) * 1000000)::int8 END, "
+        "CASE WHEN isfinite(tz) THEN (extract(epoch FROM tz) * 1000000)::int8 END, "
+        "(extract(epoch FROM t) * 1000000)::int8, "
+        "extract(year FROM iv)::int * 12 + extract(month FROM iv)::int, extract(day FROM iv)::int, "
+        "(extract(epoch FROM iv - date_trunc('day', iv)) * 1000000)::int8, "
+        "d::text, ts::text, tz::text FROM ar_types")
+    rows = {r[0]: r for r in cur.fetchall()}
+    for i, k in enumerate(ids):
+        r = rows[k]
+        for got, want, txt in ((d[i], r[1], r[8]), (ts[i], r[2], r[9]), (tz[i], r[3], r[10])):
+            if txt is None:
+                assert got is None
+            elif txt in ("infinity", "-infinity"):
+                bits = 32 if got is not None and abs(got) < 2**40 else 64
+                assert got == (2 ** (bits - 1) - 1 if txt == "infinity" else -(2 ** (bits - 1))), (k, txt, got)
+            else:
+                assert got == want, (k, txt, got, want)
+        assert tm[i] == r[4]
+        if iv[i] is not None:
+            assert (iv[i].months, iv[i].days) == (r[5], r[6]), k
+            assert iv[i].nanoseconds == r[7] * 1000, (k, iv[i], r[7])
+
+
+def test_empty_and_single_row(conn):
+    conn.execute("DROP TABLE IF EXISTS ar_small; CREATE TABLE ar_small (a int, s text) USING scoot")
+    t = pg_scoot.read_arrow(conn, "ar_small")
+    assert t.num_rows == 0 and t.schema.names == ["a", "s"]
+    conn.execute("INSERT INTO ar_small VALUES (NULL, NULL)")
+    assert pg_scoot.read_arrow(conn, "ar_small").to_pylist() == [{"a": None, "s": None}]
+    conn.execute("DROP TABLE ar_small")
+
+
+def test_many_blocks_batches_toast_and_column_order(conn):
+    conn.execute("DROP TABLE IF EXISTS ar_big")
+    conn.execute("CREATE TABLE ar_big (id int8, v numeric(15,2), s text, c char(1)) USING scoot")
+    conn.execute("INSERT INTO ar_big SELECT i, i / 100.0, CASE WHEN i % 1000 = 0 THEN repeat(md5(i::text), 200) "
+                 "WHEN i % 7 = 0 THEN NULL ELSE 's' || i END, chr(65 + i % 3) FROM generate_series(1, 120000) i")
+    # out-of-line (TOAST table) values, uncompressible
+    conn.execute("UPDATE ar_big SET s = (SELECT string_agg(md5(g::text || id::text), '') FROM generate_series(1, 300) g) "
+                 "WHERE id IN (5, 77777)")
+    t = pg_scoot.read_arrow(conn, "ar_big", columns=["s", "id"], batch_rows=7000)
+    assert t.schema.names == ["s", "id"]
+    assert t.num_rows == 120000
+    want = dict(conn.execute("SELECT id, s FROM ar_big").fetchall())
+    got = dict(zip(t.column("id").to_pylist(), t.column("s").to_pylist()))
+    assert got == want
+    # batch sizes: all full but the last
+    data = b"".join(r[0] for r in conn.cursor(binary=True).execute(
+        "SELECT chunk FROM scoot.arrow_stream('ar_big', batch_rows => 7000) chunk"))
+    sizes = [b.num_rows for b in ipc.open_stream(data)]
+    assert sum(sizes) == 120000 and all(s == 7000 for s in sizes[:-1]) and 0 < sizes[-1] <= 7000
+    s = conn.execute("SELECT sum(v), count(*) FILTER (WHERE c = 'B') FROM ar_big").fetchone()
+    t = pg_scoot.read_arrow(conn, "ar_big", columns=["v", "c"])
+    assert sum(t.column("v").to_pylist()) == s[0]
+    assert t.column("c").to_pylist().count("B") == s[1]
+    conn.execute("DROP TABLE ar_big")
+
+
+def test_where_filter_and_other_tables(conn, all_types):
+    t = pg_scoot.read_arrow(conn, all_types, columns=["id", "tx"], where="i4 < 0 OR tx = ''")
+    assert t.to_pylist() == [{"id": 3, "tx": ""}]
+    # the query path gives the same table as the block path
+    a = pg_scoot.read_arrow(conn, all_types, columns=["id", "i8", "n", "tx", "by", "u", "jb", "nm"])
+    b = pg_scoot.read_arrow(conn, all_types, columns=["id", "i8", "n", "tx", "by", "u", "jb", "nm"], where="true")
+    assert a.sort_by("id").equals(b.sort_by("id"))
+    # a heap table goes through a query
+    conn.execute("DROP TABLE IF EXISTS ar_heap; CREATE TABLE ar_heap (a int, b text) USING heap")
+    conn.execute("INSERT INTO ar_heap VALUES (1, 'x'), (2, NULL)")
+    assert pg_scoot.read_arrow(conn, "ar_heap").sort_by("a").to_pylist() == [{"a": 1, "b": "x"}, {"a": 2, "b": None}]
+    conn.execute("DROP TABLE ar_heap")
+
+
+def test_added_column_default(conn):
+    conn.execute("DROP TABLE IF EXISTS ar_add; CREATE TABLE ar_add (a int) USING scoot")
+    conn.execute("INSERT INTO ar_add SELECT generate_series(1, 10)")
+    conn.execute("ALTER TABLE ar_add ADD COLUMN b text DEFAULT 'dflt', ADD COLUMN c int")
+    conn.execute("INSERT INTO ar_add VALUES (11, 'new', 5)")
+    t = pg_scoot.read_arrow(conn, "ar_add").sort_by("a")
+    assert t.column("b").to_pylist() == ["dflt"] * 10 + ["new"]
+    assert t.column("c").to_pylist() == [None] * 10 + [5]
+    conn.execute("DROP TABLE ar_add")
+
+
+def test_errors_and_text_fallback(conn):
+    conn.execute("DROP TABLE IF EXISTS ar_err; DROP TYPE IF EXISTS ar_mood")
+    conn.execute("CREATE TYPE ar_mood AS ENUM ('sad', 'ok')")
+    conn.execute("CREATE TABLE ar_err (a int[], m ar_mood, n numeric(10,2), p point) USING scoot")
+    conn.execute("INSERT INTO ar_err VALUES ('{1,2}', 'ok', 'NaN', '(1,2)')")
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match='column "a" has type integer\\[\\]'):
+        pg_scoot.read_arrow(conn, "ar_err")
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match='column "n" holds NaN'):
+        pg_scoot.read_arrow(conn, "ar_err", columns=["n"])
+    with pytest.raises(psycopg.errors.UndefinedColumn, match='column "zz"'):
+        pg_scoot.read_arrow(conn, "ar_err", columns=["zz"])
+    with pytest.raises(psycopg.errors.InvalidParameterValue):
+        pg_scoot.read_arrow(conn, "ar_err", batch_rows=0)
+    # timestamps PostgreSQL accepts but 64-bit microseconds from 1970 cannot hold
+    conn.execute("CREATE TABLE ar_far (ts timestamp) USING scoot")
+    conn.execute("INSERT INTO ar_far VALUES ('294276-12-31 23:59:59')")
+    with pytest.raises(psycopg.errors.DatetimeFieldOverflow, match='column "ts" is out of range'):
+        pg_scoot.read_arrow(conn, "ar_far")
+    conn.execute("DROP TABLE ar_far")
+    t = pg_scoot.read_arrow(conn, "ar_err", text_fallback=True)
+    assert t.to_pylist() == [{"a": "{1,2}", "m": "ok", "n": "NaN", "p": "(1,2)"}]
+    assert all(f.type == pa.string() for f in t.schema)
+    conn.execute("DROP TABLE ar_err; DROP TYPE ar_mood")
+
+
+def test_privileges_and_row_level_security(conn):
+    conn.execute("DROP TABLE IF EXISTS ar_priv; DROP ROLE IF EXISTS ar_reader")
+    conn.execute("CREATE ROLE ar_reader")
+    conn.execute("CREATE TABLE ar_priv (id int, secret text, owner name) USING scoot")
+    conn.execute("INSERT INTO ar_priv VALUES (1, 's1', 'ar_reader'), (2, 's2', 'someone')")
+    conn.execute("GRANT USAGE ON SCHEMA scoot TO ar_reader")
+    conn.execute("SET ROLE ar_reader")
+    try:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            pg_scoot.read_arrow(conn, "ar_priv")
+        conn.execute("RESET ROLE")
+        conn.execute("GRANT SELECT (id, owner) ON ar_priv TO ar_reader")
+        conn.execute("SET ROLE ar_reader")
+        assert pg_scoot.read_arrow(conn, "ar_priv", columns=["id"]).num_rows == 2
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            pg_scoot.read_arrow(conn, "ar_priv", columns=["id", "secret"])
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            pg_scoot.read_arrow(conn, "ar_priv", columns=["id", "secret"], where="true")
+        assert pg_scoot.read_arrow(conn, "ar_priv", columns=["id"], where="id > 1").num_rows == 1
+        conn.execute("RESET ROLE")
+        conn.execute("GRANT SELECT ON ar_priv TO ar_reader")
+        conn.execute("ALTER TABLE ar_priv ENABLE ROW LEVEL SECURITY")
+        conn.execute("CREATE POLICY mine ON ar_priv FOR SELECT USING (owner = current_user)")
+        conn.execute("SET ROLE ar_reader")
+        # policies apply: only the reader's row
+        assert pg_scoot.read_arrow(conn, "ar_priv").to_pylist() == [{"id": 1, "secret": "s1", "owner": "ar_reader"}]
+        conn.execute("RESET ROLE")
+        assert pg_scoot.read_arrow(conn, "ar_priv").num_rows == 2   # the owner bypasses
+    finally:
+        conn.execute("RESET ROLE")
+        conn.execute("DROP TABLE ar_priv; REVOKE USAGE ON SCHEMA scoot FROM ar_reader; DROP ROLE ar_reader")
+
+
+def test_consistent_while_others_write(conn):
+    """A stream read batch by batch reflects its snapshot, while another session updates,
+    deletes, inserts and vacuums between the batches."""
+    conn.execute("DROP TABLE IF EXISTS ar_conc; CREATE TABLE ar_conc (id int, v int8) USING scoot")
+    conn.execute("INSERT INTO ar_conc SELECT i, i FROM generate_series(1, 200000) i")
+    other = psycopg.connect(DSN, autocommit=True)
+    reader = psycopg.connect(DSN)
+    try:
+        with reader.transaction():
+            reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            want = reader.execute("SELECT count(*), sum(v), sum(id * 7 + v) FROM ar_conc").fetchone()
+            n = s = x = 0
+            it = pg_scoot.stream_batches(reader, "ar_conc", batch_rows=5000)
+            for i, b in enumerate(it):
+                if i == 1:
+                    other.execute("UPDATE ar_conc SET v = v + 1000000 WHERE id % 3 = 0")
+                    other.execute("DELETE FROM ar_conc WHERE id % 5 = 0")
+                    other.execute("INSERT INTO ar_conc SELECT i, i FROM generate_series(200001, 260000) i")
+                    other.execute("VACUUM ar_conc")
+                ids = b.column("id").to_pylist()
+                vs = b.column("v").to_pylist()
+                n += len(ids)
+                s += sum(vs)
+                x += sum(a * 7 + c for a, c in zip(ids, vs))
+        assert (n, s, x) == tuple(want)
+        # a new statement sees the writes
+        now = other.execute("SELECT count(*), sum(v) FROM ar_conc").fetchone()
+        t = pg_scoot.read_arrow(conn, "ar_conc")
+        assert (t.num_rows, pa.compute.sum(t.column("v")).as_py()) == tuple(now)
+    finally:
+        other.close()
+        reader.close()
+        conn.execute("DROP TABLE ar_conc")
+
+
+def test_concurrent_writers_during_one_statement(conn):
+    """read_arrow (one statement) while a thread commits updates all the time: the result is
+    always one consistent state (the invariant sum(v) = 0 holds in every snapshot)."""
+    conn.execute("DROP TABLE IF EXISTS ar_inv; CREATE TABLE ar_inv (id int PRIMARY KEY, v int8) USING scoot")
+    conn.execute("INSERT INTO ar_inv SELECT i, 0 FROM generate_series(1, 50000) i")
+    stop = threading.Event()
+
+    def writer():
+        w = psycopg.connect(DSN, autocommit=True)
+        k = 0
+        while not stop.is_set():
+            k += 1
+            a, b = (k * 7919) % 50000 + 1, (k * 104729) % 50000 + 1
+            if a != b:
+                with w.transaction():
+                    w.execute("UPDATE ar_inv SET v = v + 5 WHERE id = %s", (a,))
+                    w.execute("UPDATE ar_inv SET v = v - 5 WHERE id = %s", (b,))
+        w.close()
+
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        for _ in range(15):
+            t = pg_scoot.read_arrow(conn, "ar_inv", batch_rows=4000)
+            assert t.num_rows == 50000
+            assert pa.compute.sum(t.column("v")).as_py() == 0
+    finally:
+        stop.set()
+        th.join()
+        conn.execute("DROP TABLE ar_inv")
+
+
+def test_cancel(conn):
+    conn.execute("DROP TABLE IF EXISTS ar_cancel; CREATE TABLE ar_cancel (a int8, s text) USING scoot")
+    conn.execute("INSERT INTO ar_cancel SELECT i, repeat('x', 50) FROM generate_series(1, 2000000) i")
+    conn.execute("SET statement_timeout = '100ms'")
+    with pytest.raises(psycopg.errors.QueryCanceled):
+        pg_scoot.read_arrow(conn, "ar_cancel", batch_rows=1000)
+    conn.execute("RESET statement_timeout")
+    assert conn.execute("SELECT 1").fetchone() == (1,)
+    conn.execute("DROP TABLE ar_cancel")
+
+
+def test_pandas_polars_duckdb(conn, all_types):
+    import duckdb
+    import polars as pl
+
+    cols = ["id", "i8", "f4", "n", "tx", "ch", "b"]
+    df = pg_scoot.read_pandas(conn, all_types, columns=cols)
+    assert list(df.columns) == cols and len(df) == len(ROWS)
+    pdf = pg_scoot.read_polars(conn, all_types, columns=cols)
+    assert isinstance(pdf, pl.DataFrame) and pdf.height == len(ROWS)
+    assert pdf.sort("id")["tx"].to_list() == ["héllo wörld", None, "", "z" * 3000]
+    # polars reads the raw IPC stream bytes too
+    data = b"".join(r[0] for r in conn.cursor(binary=True).execute(
+        "SELECT chunk FROM scoot.arrow_stream('ar_types', columns => %s) chunk", (cols,)))
+    assert pl.read_ipc_stream(data).height == len(ROWS)
+    tbl = pg_scoot.read_arrow(conn, all_types, columns=cols)
+    r = duckdb.sql("SELECT count(*), sum(i8 % 1000), max(length(tx)) FROM tbl").fetchall()[0]
+    want = conn.execute("SELECT count(*), sum(i8 % 1000), max(length(tx)) FROM ar_types").fetchone()
+    assert r == want

@@ -1,0 +1,56 @@
+//! Arrow export: `scoot.arrow_stream(rel, columns, batch_rows, text_fallback, filter)` returns a
+//! table as one Arrow IPC stream (schema message, record batches, end-of-stream marker), cut into
+//! `bytea` chunks that concatenate to the stream. What is where:
+//! - `schema`: which columns, the PostgreSQL -> Arrow type mapping, privilege and RLS checks;
+//! - `types/`: one converter per PostgreSQL type family, filling Arrow arrays from block column
+//!   regions (or datums);
+//! - `stream`: visiting the table's blocks under the statement's snapshot, a batch at a time,
+//!   and the IPC encoding (arrow-rs `StreamWriter`; no framing written by hand).
+pub mod schema;
+pub mod stream;
+pub mod types;
+
+use pgrx::prelude::*;
+
+/// The SQL function (its SQL declaration, with `rel regclass`, is below).
+#[pg_extern(sql = false)]
+fn arrow_stream(
+    rel: pg_sys::Oid,
+    columns: Option<Vec<String>>,
+    batch_rows: Option<i32>,
+    text_fallback: Option<bool>,
+    filter: Option<String>,
+) -> SetOfIterator<'static, Vec<u8>> {
+    crate::ensure_preloaded();
+    let batch_rows = batch_rows.unwrap_or(stream::DEFAULT_BATCH_ROWS as i32);
+    if batch_rows < 1 {
+        pgrx::ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("batch_rows must be at least 1, not {batch_rows}")
+        );
+    }
+    let export = unsafe {
+        stream::Export::new(
+            rel,
+            columns,
+            batch_rows as usize,
+            text_fallback.unwrap_or(false),
+            filter,
+        )
+    };
+    SetOfIterator::new(export)
+}
+
+extension_sql!(
+    r#"
+CREATE FUNCTION arrow_stream(rel regclass, columns text[] DEFAULT NULL, batch_rows int DEFAULT 65536,
+                             text_fallback boolean DEFAULT false, filter text DEFAULT NULL)
+    RETURNS SETOF bytea
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'arrow_stream_wrapper';
+COMMENT ON FUNCTION arrow_stream(regclass, text[], int, boolean, text) IS
+    'the rows of a scoot table visible to the statement''s snapshot as an Apache Arrow IPC stream, in bytea chunks that concatenate to the stream (pyarrow.ipc.open_stream reads it); columns: which, in that order (default all); batch_rows: rows per record batch; text_fallback: export types with no Arrow mapping, and numeric, as utf8 text; filter: a WHERE condition (the export then runs a query)';
+"#,
+    name = "arrow_stream_sql",
+);

@@ -1,0 +1,374 @@
+//! Streaming a scoot table out as Arrow IPC, one `bytea` chunk per call of the set-returning
+//! function, memory bounded by the batch size whatever the table's size.
+//!
+//! Two sources of rows:
+//! - **Blocks** (a scoot table, no filter, no row-level security for the caller): every call
+//!   opens a short scan with the statement's active snapshot (the same snapshot for all calls of
+//!   one statement) and continues at the block after the last one it read, so the stream is
+//!   exactly the rows that snapshot sees, whatever concurrent writers do. Rows go from the
+//!   share-locked block's column regions into the converters (no row is formed). No PostgreSQL
+//!   resource (relation reference, scan) is held between calls: an aborted or abandoned stream
+//!   leaves nothing to clean up but memory.
+//! - **Query** (a `filter`, row-level security, or a table of another access method): an SPI
+//!   cursor over `SELECT columns FROM table WHERE filter`, opened once (its snapshot is the
+//!   statement's), fetched `batch_rows` rows per call; the executor applies privileges and
+//!   policies, the converters take the datums.
+//!
+//! Finished record batches are encoded by arrow-rs (`StreamWriter`) after block locks are
+//! released.
+use super::schema::{self, ExportCol};
+use super::types::Column;
+use crate::storage::block::{BlockRef, KIND_ABSENT};
+use crate::storage::row;
+use arrow_array::RecordBatch;
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{Field, Schema, SchemaRef};
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::io::Write;
+use std::rc::Rc;
+use std::sync::Arc;
+
+pub const DEFAULT_BATCH_ROWS: usize = 65536;
+
+/// The IPC writer's output: bytes accumulate until the call hands them out as a chunk.
+#[derive(Clone, Default)]
+struct Sink(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+enum Source {
+    /// the next local block to read; None once the table is read
+    Blocks { next: Option<u32> },
+    /// the SPI cursor's portal name; None once it is exhausted
+    Query { cursor: Option<std::ffi::CString> },
+}
+
+pub struct Export {
+    relid: pg_sys::Oid,
+    source: Source,
+    cols: Vec<ExportCol>,
+    conv: Vec<Box<dyn Column>>,
+    schema: SchemaRef,
+    sink: Sink,
+    writer: Option<StreamWriter<Sink>>,
+    batch_rows: usize,
+    /// rows appended to the converters since the last batch
+    pending: usize,
+    done: bool,
+    /// scratch for values read as datums
+    buf: Vec<u64>,
+    num: Vec<u8>,
+    /// memory of one call (detoasted values, output-function strings, the scan)
+    cxt: pg_sys::MemoryContext,
+    pub rows: u64,
+}
+
+fn ipc_error(e: arrow_schema::ArrowError) -> ! {
+    pgrx::error!("scoot: Arrow IPC encoding failed: {e}")
+}
+
+impl Export {
+    /// Checks the table and the caller's rights and prepares the stream (a query source opens
+    /// its cursor; no block is read yet).
+    ///
+    /// # Safety
+    /// Called inside a transaction, from the SQL function.
+    pub unsafe fn new(
+        relid: pg_sys::Oid,
+        names: Option<Vec<String>>,
+        batch_rows: usize,
+        text_fallback: bool,
+        filter: Option<String>,
+    ) -> Export {
+        unsafe {
+            let rel = pg_sys::table_open(relid, pg_sys::AccessShareLock as i32);
+            let cols = schema::columns(rel, names, text_fallback);
+            let blocks =
+                crate::am::is_scoot(rel) && filter.is_none() && !schema::rls_applies(relid);
+            let source = if blocks {
+                schema::check_privileges(rel, &cols);
+                Source::Blocks { next: Some(0) }
+            } else {
+                Source::Query {
+                    cursor: Some(open_cursor(rel, &cols, filter.as_deref())),
+                }
+            };
+            pg_sys::table_close(rel, pg_sys::NoLock as i32);
+            let fields: Vec<Field> = cols
+                .iter()
+                .map(|c| Field::new(c.name.clone(), c.mapping.data_type(), c.nullable))
+                .collect();
+            let schema: SchemaRef = Arc::new(Schema::new(fields));
+            let conv = cols.iter().map(|c| c.mapping.column(&c.name)).collect();
+            let sink = Sink::default();
+            let writer =
+                StreamWriter::try_new(sink.clone(), &schema).unwrap_or_else(|e| ipc_error(e));
+            let cxt = pg_sys::AllocSetContextCreateExtended(
+                pg_sys::CurrentMemoryContext,
+                c"scoot arrow export".as_ptr(),
+                pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+                pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+                pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+            );
+            Export {
+                relid,
+                source,
+                cols,
+                conv,
+                schema,
+                sink,
+                writer: Some(writer),
+                batch_rows,
+                pending: 0,
+                done: false,
+                buf: Vec::new(),
+                num: Vec::new(),
+                cxt,
+                rows: 0,
+            }
+        }
+    }
+
+    /// Appends rows `rows` of block `b` to every column.
+    fn push_rows(&mut self, b: BlockRef, rows: &[u32]) {
+        let natts = b.natts();
+        for (ec, conv) in self.cols.iter().zip(self.conv.iter_mut()) {
+            if ec.att >= natts || b.col(ec.att).kind == KIND_ABSENT {
+                // the block was written before the column was added: its missing value
+                for _ in rows {
+                    unsafe { conv.push_datum(ec.missing.0, ec.missing.1) };
+                }
+                continue;
+            }
+            let c = *b.col(ec.att);
+            if conv.push_block(b, &c, rows) {
+                continue;
+            }
+            for &s in rows {
+                if !b.is_valid(&c, s) {
+                    unsafe { conv.push_datum(pg_sys::Datum::from(0usize), true) };
+                    continue;
+                }
+                let need = row::value_size(b, &c, s) + 16;
+                if self.buf.len() * 8 < need {
+                    self.buf.resize(need.div_ceil(8), 0);
+                }
+                let mut pos = 0usize;
+                let d = unsafe {
+                    row::read_value(
+                        b,
+                        &c,
+                        s,
+                        ec.short_ok,
+                        self.buf.as_mut_ptr() as *mut u8,
+                        &mut pos,
+                        &mut self.num,
+                    )
+                };
+                match d {
+                    Some(d) => unsafe { conv.push_datum(d, false) },
+                    None => unsafe { conv.push_datum(pg_sys::Datum::from(0usize), true) },
+                }
+            }
+        }
+        self.pending += rows.len();
+        self.rows += rows.len() as u64;
+    }
+
+    /// The converters' contents as a record batch.
+    fn take_batch(&mut self) -> RecordBatch {
+        let arrays = self.conv.iter_mut().map(|c| c.finish()).collect();
+        // the row count matters when no column is exported
+        let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(self.pending));
+        self.pending = 0;
+        RecordBatch::try_new_with_options(self.schema.clone(), arrays, &opts)
+            .unwrap_or_else(|e| ipc_error(e))
+    }
+
+    /// Reads blocks from `from` on until at least one batch is complete (or the table ends);
+    /// returns the batches and where to continue.
+    unsafe fn read_blocks(&mut self, from: u32) -> (Vec<RecordBatch>, Option<u32>) {
+        unsafe {
+            let rel = pg_sys::table_open(self.relid, pg_sys::AccessShareLock as i32);
+            let snap = pg_sys::GetActiveSnapshot();
+            let flags =
+                pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+            let scan = crate::am::scan::scan_begin(
+                rel,
+                snap,
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                flags,
+            );
+            let mut out = Vec::new();
+            let this = &mut *self;
+            let r = crate::am::scan::visit_blocks_from(scan, from, &mut |b, rows| {
+                let mut i = 0;
+                while i < rows.len() {
+                    let k = (rows.len() - i).min(this.batch_rows - this.pending);
+                    this.push_rows(b, &rows[i..i + k]);
+                    i += k;
+                    if this.pending == this.batch_rows {
+                        out.push(this.take_batch());
+                    }
+                }
+                out.is_empty()
+            });
+            crate::am::scan::scan_end(scan);
+            pg_sys::table_close(rel, pg_sys::NoLock as i32);
+            match r {
+                Some(next) => (out, next),
+                None => pgrx::error!("scoot: the table cannot be exported block by block"),
+            }
+        }
+    }
+
+    /// Fetches the next `batch_rows` rows of the cursor as a batch; None once it is exhausted
+    /// (and closed).
+    unsafe fn read_query(&mut self, cursor: &std::ffi::CStr) -> Option<RecordBatch> {
+        unsafe {
+            pg_sys::SPI_connect();
+            let portal = pg_sys::SPI_cursor_find(cursor.as_ptr());
+            if portal.is_null() {
+                pgrx::error!("scoot: the export's cursor {cursor:?} is gone");
+            }
+            pg_sys::SPI_cursor_fetch(portal, true, self.batch_rows as std::ffi::c_long);
+            let n = pg_sys::SPI_processed as usize;
+            let tt = pg_sys::SPI_tuptable;
+            if n > 0 {
+                let td = (*tt).tupdesc;
+                for r in 0..n {
+                    let tup = *(*tt).vals.add(r);
+                    for (j, conv) in self.conv.iter_mut().enumerate() {
+                        let mut isnull = false;
+                        let d = pg_sys::SPI_getbinval(tup, td, (j + 1) as i32, &mut isnull);
+                        conv.push_datum(d, isnull);
+                    }
+                }
+                self.pending += n;
+                self.rows += n as u64;
+            } else {
+                pg_sys::SPI_cursor_close(portal);
+            }
+            pg_sys::SPI_freetuptable(tt);
+            pg_sys::SPI_finish();
+            (n > 0).then(|| self.take_batch())
+        }
+    }
+
+    /// The next chunk of the stream: whatever was encoded since the last one.
+    unsafe fn next_chunk(&mut self) -> Option<Vec<u8>> {
+        unsafe {
+            if self.done {
+                return None;
+            }
+            let old = pg_sys::MemoryContextSwitchTo(self.cxt);
+            let (batches, more) = match &self.source {
+                Source::Blocks { next: Some(from) } => {
+                    let (b, next) = self.read_blocks(*from);
+                    self.source = Source::Blocks { next };
+                    (b, next.is_some())
+                }
+                Source::Query { cursor: Some(c) } => {
+                    let c = c.clone();
+                    match self.read_query(&c) {
+                        Some(b) => (vec![b], true),
+                        None => {
+                            self.source = Source::Query { cursor: None };
+                            (Vec::new(), false)
+                        }
+                    }
+                }
+                _ => (Vec::new(), false),
+            };
+            pg_sys::MemoryContextSwitchTo(old);
+            pg_sys::MemoryContextReset(self.cxt);
+            let writer = self.writer.as_mut().expect("writer until done");
+            for b in &batches {
+                writer.write(b).unwrap_or_else(|e| ipc_error(e));
+            }
+            if !more {
+                if self.pending > 0 {
+                    let b = self.take_batch();
+                    let writer = self.writer.as_mut().expect("writer until done");
+                    writer.write(&b).unwrap_or_else(|e| ipc_error(e));
+                }
+                let mut writer = self.writer.take().expect("writer until done");
+                writer.finish().unwrap_or_else(|e| ipc_error(e));
+                self.done = true;
+            }
+            let chunk = std::mem::take(&mut *self.sink.0.borrow_mut());
+            Some(chunk)
+        }
+    }
+}
+
+/// Opens the export's SPI cursor over `SELECT columns FROM rel WHERE filter`; returns its name.
+unsafe fn open_cursor(
+    rel: pg_sys::Relation,
+    cols: &[ExportCol],
+    filter: Option<&str>,
+) -> std::ffi::CString {
+    unsafe {
+        let q = |s: &str| {
+            let c = std::ffi::CString::new(s).expect("no NUL in a name");
+            std::ffi::CStr::from_ptr(pg_sys::quote_identifier(c.as_ptr()))
+                .to_string_lossy()
+                .into_owned()
+        };
+        let nsp =
+            std::ffi::CStr::from_ptr(pg_sys::get_namespace_name((*(*rel).rd_rel).relnamespace))
+                .to_string_lossy()
+                .into_owned();
+        let list = if cols.is_empty() {
+            String::new()
+        } else {
+            cols.iter()
+                .map(|c| q(&c.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut sql = format!(
+            "SELECT {list} FROM {}.{}",
+            q(&nsp),
+            q(&crate::ffi::rel_name(rel))
+        );
+        if let Some(f) = filter {
+            sql.push_str(&format!(" WHERE ({f})"));
+        }
+        let sql = std::ffi::CString::new(sql)
+            .unwrap_or_else(|_| pgrx::error!("scoot: the filter contains a NUL byte"));
+        pg_sys::SPI_connect();
+        let portal = pg_sys::SPI_cursor_open_with_args(
+            std::ptr::null(),
+            sql.as_ptr(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            true,
+            0,
+        );
+        let name = std::ffi::CStr::from_ptr((*portal).name).to_owned();
+        pg_sys::SPI_finish();
+        name
+    }
+}
+
+impl Iterator for Export {
+    type Item = Vec<u8>;
+    fn next(&mut self) -> Option<Vec<u8>> {
+        pgrx::check_for_interrupts!();
+        unsafe { self.next_chunk() }
+    }
+}

@@ -1,0 +1,132 @@
+//! int2/int4/int8 -> int16/int32/int64, float4/float8 -> float32/float64 (NaN and infinities
+//! as they are), bool -> boolean. Also the generic fixed-width by-value converter
+//! [`Fixed`] that `datetime` reuses with its own value mapping.
+use super::{datum_raw, read_raw, Column};
+use crate::storage::block::{BlockRef, ColDesc, KIND_FIXED};
+use arrow_array::builder::{BooleanBuilder, PrimitiveBuilder};
+use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type};
+use arrow_array::{ArrayRef, ArrowPrimitiveType};
+use pgrx::pg_sys;
+use std::sync::Arc;
+
+/// A fixed-width by-value PostgreSQL type of `attlen` bytes whose raw value (sign-extended
+/// i64) maps to an Arrow primitive by `map` (None: the value has no Arrow form).
+pub struct Fixed<T: ArrowPrimitiveType> {
+    pub b: PrimitiveBuilder<T>,
+    pub attlen: i16,
+    pub map: fn(i64) -> Option<T::Native>,
+    /// the column's name, for the out-of-range error
+    pub name: String,
+    /// the Arrow type when it carries parameters (a timestamp's time zone)
+    pub dt: Option<arrow_schema::DataType>,
+}
+
+impl<T: ArrowPrimitiveType> Fixed<T> {
+    pub fn new(attlen: i16, map: fn(i64) -> Option<T::Native>) -> Self {
+        Fixed {
+            b: PrimitiveBuilder::new(),
+            attlen,
+            map,
+            name: String::new(),
+            dt: None,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, raw: i64) {
+        match (self.map)(raw) {
+            Some(v) => self.b.append_value(v),
+            None => crate::ffi::error_hint(
+                pgrx::PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+                format!(
+                    "a value of column \"{}\" is out of range for Arrow {}",
+                    self.name,
+                    T::DATA_TYPE
+                ),
+                "Arrow counts microseconds from 1970 in 64 bits: timestamps after year 294246 do not fit.",
+            ),
+        }
+    }
+}
+
+impl<T: ArrowPrimitiveType> Column for Fixed<T> {
+    fn push_block(&mut self, b: BlockRef, c: &ColDesc, rows: &[u32]) -> bool {
+        if c.kind != KIND_FIXED || c.byval == 0 || c.attlen != self.attlen {
+            return false;
+        }
+        for &s in rows {
+            if b.is_valid(c, s) {
+                self.push(read_raw(b, c, s));
+            } else {
+                self.b.append_null();
+            }
+        }
+        true
+    }
+
+    unsafe fn push_datum(&mut self, d: pg_sys::Datum, isnull: bool) {
+        if isnull {
+            self.b.append_null();
+        } else {
+            self.push(datum_raw(d, self.attlen));
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        let a = self.b.finish();
+        match &self.dt {
+            Some(dt) => Arc::new(a.with_data_type(dt.clone())),
+            None => Arc::new(a),
+        }
+    }
+}
+
+pub fn int16() -> Fixed<Int16Type> {
+    Fixed::new(2, |x| Some(x as i16))
+}
+pub fn int32() -> Fixed<Int32Type> {
+    Fixed::new(4, |x| Some(x as i32))
+}
+pub fn int64() -> Fixed<Int64Type> {
+    Fixed::new(8, Some)
+}
+pub fn float32() -> Fixed<Float32Type> {
+    Fixed::new(4, |x| Some(f32::from_bits(x as u32)))
+}
+pub fn float64() -> Fixed<Float64Type> {
+    Fixed::new(8, |x| Some(f64::from_bits(x as u64)))
+}
+
+/// bool -> boolean (bit-packed in Arrow, one byte per value in the block).
+#[derive(Default)]
+pub struct Bool {
+    b: BooleanBuilder,
+}
+
+impl Column for Bool {
+    fn push_block(&mut self, b: BlockRef, c: &ColDesc, rows: &[u32]) -> bool {
+        if c.kind != KIND_FIXED || c.attlen != 1 {
+            return false;
+        }
+        for &s in rows {
+            if b.is_valid(c, s) {
+                self.b.append_value(read_raw(b, c, s) != 0);
+            } else {
+                self.b.append_null();
+            }
+        }
+        true
+    }
+
+    unsafe fn push_datum(&mut self, d: pg_sys::Datum, isnull: bool) {
+        if isnull {
+            self.b.append_null();
+        } else {
+            self.b.append_value(d.value() as u8 != 0);
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        Arc::new(self.b.finish())
+    }
+}
