@@ -9,6 +9,7 @@
 #   make bench-olap      OLAP snapshot benchmarks -> bench/results/olap.{md,json} + plots
 #   make bench-analytic  analytic scans heap vs scoot -> bench/results/analytic.{md,json}
 #   make bench-tpch      TPC-H SF1, 22 queries, heap vs scoot -> bench/results/tpch.{md,json}
+#   make bench-arrow     Arrow export of TPC-H lineitem vs ADBC/ConnectorX/psycopg -> bench/results/arrow.{md,json}
 #   make setup           install the toolchain / packages (scripts/setup.sh)
 #   make cluster-start / cluster-stop   a persistent throw-away cluster in /tmp/pg_scoot_cluster
 #
@@ -18,7 +19,7 @@ PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresq
 export PG_CONFIG
 CARGO ?= cargo
 
-.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch setup cluster-start cluster-stop
+.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-arrow setup cluster-start cluster-stop
 
 all: package
 
@@ -48,6 +49,9 @@ bench-analytic:
 
 bench-tpch:
 	bash scripts/tpch_bench.sh
+
+bench-arrow:
+	bash scripts/arrow_bench.sh
 
 setup:
 	bash scripts/setup.sh

@@ -20,7 +20,9 @@ __all__ = ["read_arrow", "read_pandas", "read_polars", "stream_batches"]
 
 def _query(table, columns, where, batch_rows, text_fallback):
     args = [str(table)]
-    sql = "SELECT chunk FROM scoot.arrow_stream(%s::regclass"
+    # in the select list (not FROM) the chunks stream out as they are made: a set-returning
+    # function in FROM is first collected into a tuplestore by PostgreSQL
+    sql = "SELECT scoot.arrow_stream(%s::regclass"
     if columns is not None:
         sql += ", columns => %s::text[]"
         args.append(list(columns))
@@ -83,8 +85,24 @@ def read_arrow(conn, table, columns=None, where=None, batch_rows=None, text_fall
     """The table (or `columns` of it, rows matching `where`) as a pyarrow.Table."""
     sql, args = _query(table, columns, where, batch_rows, text_fallback)
     with conn.cursor(binary=True) as cur:
-        chunks = [r[0] for r in cur.execute(sql, args)]
-    return ipc.open_stream(pa.py_buffer(b"".join(chunks))).read_all()
+        # rows as they arrive (libpq single-row mode): no result set of the whole table first
+        return _table_from_chunks(r[0] for r in cur.stream(sql, args))
+
+
+def _table_from_chunks(chunks):
+    """The stream's table without copying: every chunk holds whole IPC messages (the server
+    cuts the stream between messages), so each is read in place and the arrays point into it."""
+    schema = None
+    batches = []
+    for chunk in chunks:
+        for msg in ipc.MessageReader.open_stream(pa.py_buffer(chunk)):
+            if schema is None:
+                schema = ipc.read_schema(msg)
+            else:
+                batches.append(ipc.read_record_batch(msg, schema))
+    if schema is None:
+        raise ValueError("scoot.arrow_stream returned no schema message")
+    return pa.Table.from_batches(batches, schema)
 
 
 def read_pandas(conn, table, **kw):

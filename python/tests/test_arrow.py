@@ -357,3 +357,58 @@ def test_pandas_polars_duckdb(conn, all_types):
     r = duckdb.sql("SELECT count(*), sum(i8 % 1000), max(length(tx)) FROM tbl").fetchall()[0]
     want = conn.execute("SELECT count(*), sum(i8 % 1000), max(length(tx)) FROM ar_types").fetchone()
     assert r == want
+
+
+def test_arrow_export_file(conn, all_types):
+    """scoot.arrow_export writes an Arrow IPC file (random-access format) pyarrow and DuckDB open;
+    it needs pg_write_server_files, and an error midway leaves no file."""
+    import duckdb
+
+    import pathlib
+    import shutil
+    import tempfile
+
+    d = pathlib.Path(tempfile.mkdtemp(prefix="scoot_arrow_"))
+    os.chmod(d, 0o777)   # the server (another OS user) writes here
+    path = str(d / "types.arrow")
+    n = conn.execute("SELECT scoot.arrow_export('ar_types', %s)", (path,)).fetchone()[0]
+    assert n == len(ROWS)
+    f = pa.ipc.open_file(path)
+    t = f.read_all()
+    s = pg_scoot.read_arrow(conn, all_types)
+    assert t.schema == s.schema
+    # the same values as the stream (NaN compares unequal: compare everything else)
+    assert t.drop_columns(["f8"]).equals(s.drop_columns(["f8"]))
+    tbl = t
+    assert duckdb.sql("SELECT count(*), sum(i4) FROM tbl").fetchall()[0] == \
+        conn.execute("SELECT count(*), sum(i4) FROM ar_types").fetchone()
+    # columns, filter, batches
+    p2 = str(d / "some.arrow")
+    assert conn.execute("SELECT scoot.arrow_export('ar_types', %s, columns => ARRAY['id', 'tx'], "
+                        "filter => 'id > 1', batch_rows => 1)", (p2,)).fetchone()[0] == 3
+    f2 = pa.ipc.open_file(p2)
+    assert f2.num_record_batches == 3 and f2.schema.names == ["id", "tx"]
+    # an error midway (NaN in a decimal128 column of a later row) leaves no file behind
+    conn.execute("DROP TABLE IF EXISTS ar_exp_err; CREATE TABLE ar_exp_err (n numeric(10,2)) USING scoot")
+    conn.execute("INSERT INTO ar_exp_err SELECT g FROM generate_series(1, 100000) g")
+    conn.execute("INSERT INTO ar_exp_err VALUES ('NaN')")
+    p3 = str(d / "err.arrow")
+    with pytest.raises(psycopg.errors.FeatureNotSupported):
+        conn.execute("SELECT scoot.arrow_export('ar_exp_err', %s, batch_rows => 1000)", (p3,))
+    assert not any(x.startswith("err.arrow") for x in os.listdir(d)), os.listdir(d)
+    conn.execute("DROP TABLE ar_exp_err")
+    with pytest.raises(psycopg.errors.InvalidName):
+        conn.execute("SELECT scoot.arrow_export('ar_types', 'relative.arrow')")
+    # privileges: not for ordinary roles
+    conn.execute("DROP ROLE IF EXISTS ar_nofile; CREATE ROLE ar_nofile")
+    conn.execute("GRANT USAGE ON SCHEMA scoot TO ar_nofile; GRANT SELECT ON ar_types TO ar_nofile")
+    conn.execute("SET ROLE ar_nofile")
+    try:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT scoot.arrow_export('ar_types', %s)", (str(d / "x.arrow"),))
+    finally:
+        conn.execute("RESET ROLE")
+        conn.execute("REVOKE ALL ON ar_types FROM ar_nofile; REVOKE USAGE ON SCHEMA scoot FROM ar_nofile; "
+                     "DROP ROLE ar_nofile")
+    assert not os.path.exists(d / "x.arrow")
+    shutil.rmtree(d, ignore_errors=True)

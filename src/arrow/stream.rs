@@ -57,9 +57,7 @@ pub struct Export {
     source: Source,
     cols: Vec<ExportCol>,
     conv: Vec<Box<dyn Column>>,
-    schema: SchemaRef,
-    sink: Sink,
-    writer: Option<StreamWriter<Sink>>,
+    pub schema: SchemaRef,
     batch_rows: usize,
     /// rows appended to the converters since the last batch
     pending: usize,
@@ -70,6 +68,21 @@ pub struct Export {
     /// memory of one call (detoasted values, output-function strings, the scan)
     cxt: pg_sys::MemoryContext,
     pub rows: u64,
+}
+
+/// An export allocates a few MB per column and batch, frees them after encoding, and allocates
+/// them again for the next batch. glibc serves such sizes with mmap/munmap at first (raising its
+/// threshold only as big blocks are freed) and trims the heap top eagerly, so every batch paid
+/// page faults on fresh memory: the first export in a backend ran at half speed. Once per backend,
+/// blocks up to 64 MB come from the heap and up to 256 MB of freed heap stay with the process.
+fn tune_malloc() {
+    static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !DONE.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+        }
+    }
 }
 
 fn ipc_error(e: arrow_schema::ArrowError) -> ! {
@@ -90,6 +103,7 @@ impl Export {
         filter: Option<String>,
     ) -> Export {
         unsafe {
+            tune_malloc();
             let rel = pg_sys::table_open(relid, pg_sys::AccessShareLock as i32);
             let cols = schema::columns(rel, names, text_fallback);
             let blocks =
@@ -109,9 +123,6 @@ impl Export {
                 .collect();
             let schema: SchemaRef = Arc::new(Schema::new(fields));
             let conv = cols.iter().map(|c| c.mapping.column(&c.name)).collect();
-            let sink = Sink::default();
-            let writer =
-                StreamWriter::try_new(sink.clone(), &schema).unwrap_or_else(|e| ipc_error(e));
             let cxt = pg_sys::AllocSetContextCreateExtended(
                 pg_sys::CurrentMemoryContext,
                 c"scoot arrow export".as_ptr(),
@@ -125,8 +136,6 @@ impl Export {
                 cols,
                 conv,
                 schema,
-                sink,
-                writer: Some(writer),
                 batch_rows,
                 pending: 0,
                 done: false,
@@ -266,14 +275,16 @@ impl Export {
         }
     }
 
-    /// The next chunk of the stream: whatever was encoded since the last one.
-    unsafe fn next_chunk(&mut self) -> Option<Vec<u8>> {
+    /// The next record batches (at least one unless the table is exhausted); None once all
+    /// rows were handed out.
+    pub unsafe fn next_batches(&mut self) -> Option<Vec<RecordBatch>> {
         unsafe {
             if self.done {
                 return None;
             }
+            pgrx::check_for_interrupts!();
             let old = pg_sys::MemoryContextSwitchTo(self.cxt);
-            let (batches, more) = match &self.source {
+            let (mut batches, more) = match &self.source {
                 Source::Blocks { next: Some(from) } => {
                     let (b, next) = self.read_blocks(*from);
                     self.source = Source::Blocks { next };
@@ -293,24 +304,102 @@ impl Export {
             };
             pg_sys::MemoryContextSwitchTo(old);
             pg_sys::MemoryContextReset(self.cxt);
-            let writer = self.writer.as_mut().expect("writer until done");
-            for b in &batches {
-                writer.write(b).unwrap_or_else(|e| ipc_error(e));
-            }
             if !more {
                 if self.pending > 0 {
-                    let b = self.take_batch();
-                    let writer = self.writer.as_mut().expect("writer until done");
-                    writer.write(&b).unwrap_or_else(|e| ipc_error(e));
+                    batches.push(self.take_batch());
                 }
-                let mut writer = self.writer.take().expect("writer until done");
-                writer.finish().unwrap_or_else(|e| ipc_error(e));
                 self.done = true;
             }
-            let chunk = std::mem::take(&mut *self.sink.0.borrow_mut());
-            Some(chunk)
+            Some(batches)
         }
     }
+}
+
+/// The SQL function's iterator: an [`Export`] encoded as one IPC stream, a chunk per call (the
+/// first starts with the schema message, the last ends with the end-of-stream marker).
+pub struct IpcStream {
+    export: Export,
+    sink: Sink,
+    writer: Option<StreamWriter<Sink>>,
+}
+
+impl IpcStream {
+    pub fn new(export: Export) -> IpcStream {
+        let sink = Sink::default();
+        let writer =
+            StreamWriter::try_new(sink.clone(), &export.schema).unwrap_or_else(|e| ipc_error(e));
+        IpcStream {
+            export,
+            sink,
+            writer: Some(writer),
+        }
+    }
+}
+
+impl Iterator for IpcStream {
+    type Item = Vec<u8>;
+    fn next(&mut self) -> Option<Vec<u8>> {
+        let writer = self.writer.as_mut()?;
+        match unsafe { self.export.next_batches() } {
+            Some(batches) => {
+                for b in &batches {
+                    writer.write(b).unwrap_or_else(|e| ipc_error(e));
+                }
+                if self.export.done {
+                    let mut w = self.writer.take().expect("writer");
+                    w.finish().unwrap_or_else(|e| ipc_error(e));
+                }
+            }
+            None => {
+                let mut w = self.writer.take().expect("writer");
+                w.finish().unwrap_or_else(|e| ipc_error(e));
+            }
+        }
+        let chunk = std::mem::take(&mut *self.sink.0.borrow_mut());
+        // the next chunk is likely as large: no regrowing
+        self.sink.0.borrow_mut().reserve(chunk.len());
+        Some(chunk)
+    }
+}
+
+/// Writes an [`Export`] as an Arrow IPC file at `path` (through `path` + a temporary suffix,
+/// renamed when complete: an error or cancel midway leaves no file). Returns the rows written.
+pub fn write_file(mut export: Export, path: &str) -> u64 {
+    /// Removes the temporary file unless the export completed (runs while an error unwinds).
+    struct Tmp(String, bool);
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            if !self.1 {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+    }
+    let tmp_path = format!("{path}.scoot-tmp-{}", std::process::id());
+    let io_err = |what: &str, e: std::io::Error| -> ! {
+        pgrx::ereport!(
+            ERROR,
+            pgrx::PgSqlErrorCode::ERRCODE_IO_ERROR,
+            format!("could not {what} file \"{path}\": {e}")
+        );
+    };
+    let f = std::fs::File::create(&tmp_path).unwrap_or_else(|e| io_err("create", e));
+    let mut tmp = Tmp(tmp_path.clone(), false);
+    let mut w = arrow_ipc::writer::FileWriter::try_new(std::io::BufWriter::new(f), &export.schema)
+        .unwrap_or_else(|e| ipc_error(e));
+    while let Some(batches) = unsafe { export.next_batches() } {
+        for b in &batches {
+            w.write(b).unwrap_or_else(|e| ipc_error(e));
+        }
+    }
+    w.finish().unwrap_or_else(|e| ipc_error(e));
+    let f = w.into_inner().unwrap_or_else(|e| ipc_error(e));
+    f.into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|f| f.sync_all())
+        .unwrap_or_else(|e| io_err("write", e));
+    std::fs::rename(&tmp_path, path).unwrap_or_else(|e| io_err("rename to", e));
+    tmp.1 = true;
+    export.rows
 }
 
 /// Opens the export's SPI cursor over `SELECT columns FROM rel WHERE filter`; returns its name.
@@ -362,13 +451,5 @@ unsafe fn open_cursor(
         let name = std::ffi::CStr::from_ptr((*portal).name).to_owned();
         pg_sys::SPI_finish();
         name
-    }
-}
-
-impl Iterator for Export {
-    type Item = Vec<u8>;
-    fn next(&mut self) -> Option<Vec<u8>> {
-        pgrx::check_for_interrupts!();
-        unsafe { self.next_chunk() }
     }
 }

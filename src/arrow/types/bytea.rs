@@ -2,7 +2,7 @@
 use super::{varlena_bytes, Column};
 use crate::storage::block::{BlockRef, ColDesc, KIND_VAR, VAR_RAW};
 use arrow_array::builder::BinaryBuilder;
-use arrow_array::ArrayRef;
+use arrow_array::{Array, ArrayRef};
 use pgrx::pg_sys;
 use std::sync::Arc;
 
@@ -42,6 +42,8 @@ impl Column for Binary {
     }
 
     fn finish(&mut self) -> ArrayRef {
-        Arc::new(self.b.finish())
+        let a = self.b.finish();
+        self.b = BinaryBuilder::with_capacity(a.len(), a.value_data().len());
+        Arc::new(a)
     }
 }

@@ -121,6 +121,8 @@ impl Column for Interval {
     }
 
     fn finish(&mut self) -> ArrayRef {
-        Arc::new(self.b.finish())
+        let a = self.b.finish();
+        self.b = IntervalMonthDayNanoBuilder::with_capacity(a.len());
+        Arc::new(a)
     }
 }

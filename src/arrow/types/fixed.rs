@@ -74,6 +74,8 @@ impl<T: ArrowPrimitiveType> Column for Fixed<T> {
 
     fn finish(&mut self) -> ArrayRef {
         let a = self.b.finish();
+        // the next batch is likely as long: no regrowing (finish leaves an empty builder)
+        self.b = PrimitiveBuilder::with_capacity(a.len());
         match &self.dt {
             Some(dt) => Arc::new(a.with_data_type(dt.clone())),
             None => Arc::new(a),
@@ -127,6 +129,8 @@ impl Column for Bool {
     }
 
     fn finish(&mut self) -> ArrayRef {
-        Arc::new(self.b.finish())
+        let a = self.b.finish();
+        self.b = BooleanBuilder::with_capacity(a.len());
+        Arc::new(a)
     }
 }

@@ -89,10 +89,10 @@ impl Column for Decimal {
     }
 
     fn finish(&mut self) -> ArrayRef {
+        let a = self.b.finish();
+        self.b = Decimal128Builder::with_capacity(a.len());
         Arc::new(
-            self.b
-                .finish()
-                .with_precision_and_scale(self.precision, self.scale)
+            a.with_precision_and_scale(self.precision, self.scale)
                 .expect("valid decimal128 precision and scale"),
         )
     }

@@ -7,7 +7,7 @@ use crate::storage::block::{
 };
 use crate::storage::encoding;
 use arrow_array::builder::StringBuilder;
-use arrow_array::ArrayRef;
+use arrow_array::{Array, ArrayRef};
 use pgrx::pg_sys;
 use std::sync::Arc;
 
@@ -24,6 +24,13 @@ pub struct Text {
     name: String,
     /// the type is `name`: datums point at a NUL-terminated array
     cstring: bool,
+    /// the database encoding is UTF8: PostgreSQL validated every text value on input
+    valid: bool,
+}
+
+/// Is the database encoding UTF8 (so stored text is valid UTF-8 already)?
+fn utf8_database() -> bool {
+    unsafe { pg_sys::GetDatabaseEncoding() == pg_sys::pg_enc::PG_UTF8 as i32 }
 }
 
 impl Text {
@@ -32,11 +39,18 @@ impl Text {
             b: StringBuilder::new(),
             name: name.into(),
             cstring,
+            valid: utf8_database(),
         }
     }
 
     #[inline]
     fn push_bytes(&mut self, v: &[u8]) {
+        if self.valid {
+            // SAFETY: a UTF8 database holds only valid UTF-8 text (checked on input)
+            self.b
+                .append_value(unsafe { std::str::from_utf8_unchecked(v) });
+            return;
+        }
         match std::str::from_utf8(v) {
             Ok(s) => self.b.append_value(s),
             Err(_) => not_utf8(&self.name),
@@ -101,7 +115,9 @@ impl Column for Text {
     }
 
     fn finish(&mut self) -> ArrayRef {
-        Arc::new(self.b.finish())
+        let a = self.b.finish();
+        self.b = StringBuilder::with_capacity(a.len(), a.value_data().len());
+        Arc::new(a)
     }
 }
 
@@ -146,6 +162,8 @@ impl Column for Output {
     }
 
     fn finish(&mut self) -> ArrayRef {
-        Arc::new(self.b.finish())
+        let a = self.b.finish();
+        self.b = StringBuilder::with_capacity(a.len(), a.value_data().len());
+        Arc::new(a)
     }
 }

@@ -2,7 +2,7 @@
 use super::Column;
 use crate::storage::block::{BlockRef, ColDesc, KIND_FIXED};
 use arrow_array::builder::FixedSizeBinaryBuilder;
-use arrow_array::ArrayRef;
+use arrow_array::{Array, ArrayRef};
 use pgrx::pg_sys;
 use std::sync::Arc;
 
@@ -44,6 +44,8 @@ impl Column for Uuid {
     }
 
     fn finish(&mut self) -> ArrayRef {
-        Arc::new(self.b.finish())
+        let a = self.b.finish();
+        self.b = FixedSizeBinaryBuilder::with_capacity(a.len(), 16);
+        Arc::new(a)
     }
 }
