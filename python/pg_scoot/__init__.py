@@ -92,17 +92,35 @@ def read_arrow(conn, table, columns=None, where=None, batch_rows=None, text_fall
 def _table_from_chunks(chunks):
     """The stream's table without copying: every chunk holds whole IPC messages (the server
     cuts the stream between messages), so each is read in place and the arrays point into it."""
-    schema = None
+    chunks = iter(chunks)
+    first = next(chunks, None)
+    if first is None:
+        raise ValueError("scoot.arrow_stream returned no data")
+    first_msg = next(iter(ipc.MessageReader.open_stream(pa.py_buffer(first))))
+    schema = ipc.read_schema(first_msg)
+    if _has_dictionary(schema):
+        # dictionary messages (enums) need pyarrow's stream reader: read the concatenation
+        return ipc.open_stream(pa.py_buffer(b"".join([first, *chunks]))).read_all()
     batches = []
-    for chunk in chunks:
-        for msg in ipc.MessageReader.open_stream(pa.py_buffer(chunk)):
-            if schema is None:
-                schema = ipc.read_schema(msg)
-            else:
-                batches.append(ipc.read_record_batch(msg, schema))
-    if schema is None:
-        raise ValueError("scoot.arrow_stream returned no schema message")
+    for n, chunk in enumerate(_chain(first, chunks)):
+        for k, msg in enumerate(ipc.MessageReader.open_stream(pa.py_buffer(chunk))):
+            if n == 0 and k == 0:
+                continue       # the schema message
+            batches.append(ipc.read_record_batch(msg, schema))
     return pa.Table.from_batches(batches, schema)
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
+def _has_dictionary(t):
+    if isinstance(t, pa.Schema):
+        return any(_has_dictionary(f.type) for f in t)
+    if pa.types.is_dictionary(t):
+        return True
+    return any(_has_dictionary(t.field(i).type) for i in range(t.num_fields)) if t.num_fields else False
 
 
 def read_pandas(conn, table, **kw):

@@ -204,28 +204,59 @@ def test_added_column_default(conn):
 
 
 def test_errors_and_text_fallback(conn):
-    conn.execute("DROP TABLE IF EXISTS ar_err; DROP TYPE IF EXISTS ar_mood")
-    conn.execute("CREATE TYPE ar_mood AS ENUM ('sad', 'ok')")
-    conn.execute("CREATE TABLE ar_err (a int[], m ar_mood, n numeric(10,2), p point) USING scoot")
-    conn.execute("INSERT INTO ar_err VALUES ('{1,2}', 'ok', 'NaN', '(1,2)')")
-    with pytest.raises(psycopg.errors.FeatureNotSupported, match='column "a" has type integer\\[\\]'):
+    conn.execute("DROP TABLE IF EXISTS ar_err")
+    conn.execute("CREATE TABLE ar_err (p point, n numeric(10,2), a int[]) USING scoot")
+    conn.execute("INSERT INTO ar_err VALUES ('(1,2)', 'NaN', '{{1,2},{3,4}}')")
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match='column "p" has type point'):
         pg_scoot.read_arrow(conn, "ar_err")
     with pytest.raises(psycopg.errors.FeatureNotSupported, match='column "n" holds NaN'):
         pg_scoot.read_arrow(conn, "ar_err", columns=["n"])
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match='column "a" holds a 2-dimensional array'):
+        pg_scoot.read_arrow(conn, "ar_err", columns=["a"])
     with pytest.raises(psycopg.errors.UndefinedColumn, match='column "zz"'):
         pg_scoot.read_arrow(conn, "ar_err", columns=["zz"])
     with pytest.raises(psycopg.errors.InvalidParameterValue):
         pg_scoot.read_arrow(conn, "ar_err", batch_rows=0)
+    t = pg_scoot.read_arrow(conn, "ar_err", text_fallback=True)
+    assert t.to_pylist() == [{"p": "(1,2)", "n": "NaN", "a": "{{1,2},{3,4}}"}]
+    assert all(f.type == pa.string() for f in t.schema)
     # timestamps PostgreSQL accepts but 64-bit microseconds from 1970 cannot hold
     conn.execute("CREATE TABLE ar_far (ts timestamp) USING scoot")
     conn.execute("INSERT INTO ar_far VALUES ('294276-12-31 23:59:59')")
     with pytest.raises(psycopg.errors.DatetimeFieldOverflow, match='column "ts" is out of range'):
         pg_scoot.read_arrow(conn, "ar_far")
     conn.execute("DROP TABLE ar_far")
-    t = pg_scoot.read_arrow(conn, "ar_err", text_fallback=True)
-    assert t.to_pylist() == [{"a": "{1,2}", "m": "ok", "n": "NaN", "p": "(1,2)"}]
-    assert all(f.type == pa.string() for f in t.schema)
-    conn.execute("DROP TABLE ar_err; DROP TYPE ar_mood")
+    conn.execute("DROP TABLE ar_err")
+
+
+def test_arrays_and_enums(conn):
+    conn.execute("DROP TABLE IF EXISTS ar_list; DROP TYPE IF EXISTS ar_mood")
+    conn.execute("CREATE TYPE ar_mood AS ENUM ('sad', 'ok', 'happy')")
+    conn.execute("CREATE TABLE ar_list (id int, ia int[], ta text[], na numeric(6,2)[], da date[], "
+                 "m ar_mood, ma ar_mood[]) USING scoot")
+    conn.execute("""INSERT INTO ar_list VALUES
+        (1, '{1,NULL,3}', '{"a","b c",NULL}', '{1.50,-2.25}', '{2024-01-02}', 'ok', '{happy,sad}'),
+        (2, '{}', '{}', NULL, '{}', NULL, '{}'),
+        (3, NULL, NULL, '{NULL}', NULL, 'sad', NULL)""")
+    conn.execute("INSERT INTO ar_list SELECT g, ARRAY[g, g + 1], ARRAY[g::text], NULL, NULL, "
+                 "(ARRAY['sad','ok','happy']::ar_mood[])[g % 3 + 1], NULL FROM generate_series(4, 30000) g")
+    t = pg_scoot.read_arrow(conn, "ar_list", batch_rows=7000)
+    assert t.schema.field("ia").type == pa.list_(pa.int32())
+    assert t.schema.field("ta").type == pa.list_(pa.string())
+    assert t.schema.field("na").type == pa.list_(pa.decimal128(6, 2))
+    assert t.schema.field("da").type == pa.list_(pa.date32())
+    assert t.schema.field("m").type == pa.dictionary(pa.int32(), pa.string())
+    assert t.schema.field("ma").type == pa.list_(pa.dictionary(pa.int32(), pa.string()))
+    rows = {r["id"]: r for r in t.to_pylist()}
+    assert rows[1] == {"id": 1, "ia": [1, None, 3], "ta": ["a", "b c", None],
+                       "na": [decimal.Decimal("1.50"), decimal.Decimal("-2.25")],
+                       "da": [datetime.date(2024, 1, 2)], "m": "ok", "ma": ["happy", "sad"]}
+    assert rows[2] == {"id": 2, "ia": [], "ta": [], "na": None, "da": [], "m": None, "ma": []}
+    assert rows[3] == {"id": 3, "ia": None, "ta": None, "na": [None], "da": None, "m": "sad", "ma": None}
+    want = dict(conn.execute("SELECT id, m::text FROM ar_list").fetchall())
+    assert {k: r["m"] for k, r in rows.items()} == want
+    assert all(rows[g]["ia"] == [g, g + 1] for g in range(4, 30001))
+    conn.execute("DROP TABLE ar_list; DROP TYPE ar_mood")
 
 
 def test_privileges_and_row_level_security(conn):

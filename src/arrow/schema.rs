@@ -60,8 +60,8 @@ fn output_text(typid: u32) -> Mapping {
     Mapping::OutputText { typoutput: out }
 }
 
-/// The mapping of a (base) type, None if it has none. `text_fallback`: numeric goes out as
-/// utf8 too (NaN has no decimal128 form).
+/// The mapping of a (base) type, None if it has none. `text_fallback`: numeric and arrays go
+/// out as utf8 too (NaN has no decimal128 form, a multidimensional array no list form).
 pub fn mapping(typid: u32, typmod: i32, text_fallback: bool) -> Option<Mapping> {
     Some(match typid {
         oid::INT2 => Mapping::Int16,
@@ -89,8 +89,44 @@ pub fn mapping(typid: u32, typmod: i32, text_fallback: bool) -> Option<Mapping> 
         oid::BYTEA => Mapping::Binary,
         oid::UUID => Mapping::Uuid,
         oid::JSONB => output_text(typid),
-        _ => return None,
+        _ => return composite_mapping(typid, typmod, text_fallback),
     })
+}
+
+/// Enums and one-dimensional arrays of mapped element types.
+fn composite_mapping(typid: u32, typmod: i32, text_fallback: bool) -> Option<Mapping> {
+    unsafe {
+        let t = pg_sys::Oid::from(typid);
+        if pg_sys::get_typtype(t) as u8 == pg_sys::TYPTYPE_ENUM {
+            let mut out = pg_sys::InvalidOid;
+            let mut varlena = false;
+            pg_sys::getTypeOutputInfo(t, &mut out, &mut varlena);
+            return Some(Mapping::Enum { typoutput: out });
+        }
+        let et = pg_sys::get_element_type(t);
+        if et == pg_sys::InvalidOid || text_fallback {
+            // with text_fallback arrays go out as text (a multidimensional value has no list form)
+            return None;
+        }
+        // the element's own mapping (the array's typmod is its elements'); arrays of arrays
+        // do not exist in PostgreSQL, multidimensional values fail at export time
+        let mut etypmod = typmod;
+        let base = pg_sys::getBaseTypeAndTypmod(et, &mut etypmod);
+        let elem = mapping(base.to_u32(), etypmod, false)?;
+        let mut len = 0i16;
+        let mut byval = false;
+        let mut align: std::ffi::c_char = 0;
+        pg_sys::get_typlenbyvalalign(et, &mut len, &mut byval, &mut align);
+        Some(Mapping::List {
+            elem: Box::new(elem),
+            info: super::types::list::Elem {
+                typid: et,
+                len,
+                byval,
+                align: align as i8,
+            },
+        })
+    }
 }
 
 /// The columns to export (`names`: in that order; None: every column).

@@ -12,7 +12,9 @@ use pgrx::pg_sys;
 
 pub mod bytea;
 pub mod datetime;
+pub mod enums;
 pub mod fixed;
+pub mod list;
 pub mod numeric;
 pub mod text;
 pub mod uuid;
@@ -49,6 +51,15 @@ pub enum Mapping {
     Binary,
     /// uuid -> fixed_size_binary(16)
     Uuid,
+    /// enum -> dictionary<int32, utf8> of the labels
+    Enum {
+        typoutput: pg_sys::Oid,
+    },
+    /// one-dimensional array -> list<element's mapping>
+    List {
+        elem: Box<Mapping>,
+        info: list::Elem,
+    },
     /// any type through its output function -> utf8 (unconstrained numeric, jsonb, and every
     /// type when the caller asks for the text fallback)
     OutputText {
@@ -77,6 +88,10 @@ impl Mapping {
             Mapping::Text | Mapping::Name | Mapping::OutputText { .. } => DataType::Utf8,
             Mapping::Binary => DataType::Binary,
             Mapping::Uuid => DataType::FixedSizeBinary(16),
+            Mapping::Enum { .. } => {
+                DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+            }
+            Mapping::List { elem, .. } => list::data_type(elem),
         }
     }
 
@@ -101,6 +116,8 @@ impl Mapping {
             Mapping::OutputText { typoutput } => Box::new(text::Output::new(*typoutput, name)),
             Mapping::Binary => Box::new(bytea::Binary::default()),
             Mapping::Uuid => Box::new(uuid::Uuid::default()),
+            Mapping::Enum { typoutput } => Box::new(enums::Enum::new(*typoutput)),
+            Mapping::List { elem, info } => Box::new(list::List::new(elem, info, name)),
         }
     }
 }
