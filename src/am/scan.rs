@@ -624,31 +624,7 @@ pub unsafe fn visit_blocks(
     scan: pg_sys::TableScanDesc,
     f: &mut dyn FnMut(crate::storage::block::BlockRef, &[u32]) -> bool,
 ) -> bool {
-    unsafe {
-        let st = state(scan);
-        if !st.pagemode || !(*scan).rs_parallel.is_null() {
-            return false;
-        }
-        let blocks = st.blocks.clone();
-        st.batch.rows_only = true;
-        for lb in blocks {
-            let mut go = true;
-            collect_block(scan, lb, &mut |blk, batch| {
-                if !batch.is_empty() {
-                    go = f(blk, &batch.rows);
-                }
-            });
-            ffi::pgstat_count_getnext_n((*scan).rs_rd, state(scan).batch.len());
-            if !go {
-                break;
-            }
-            pg_sys::check_for_interrupts!();
-        }
-        state(scan).batch.clear();
-        state(scan).batch.rows_only = false;
-        state(scan).pos = Pos::End;
-        true
-    }
+    unsafe { visit_blocks_from(scan, 0, f).is_some() }
 }
 
 /// [`visit_blocks`] from the first block whose local number is `>= from_lb` on. Returns None if

@@ -22,16 +22,7 @@ fn arrow_stream(
     filter: Option<String>,
 ) -> SetOfIterator<'static, Vec<u8>> {
     crate::ensure_preloaded();
-    let batch_rows = checked_batch_rows(batch_rows);
-    let export = unsafe {
-        stream::Export::new(
-            rel,
-            columns,
-            batch_rows,
-            text_fallback.unwrap_or(false),
-            filter,
-        )
-    };
+    let export = new_export(rel, columns, batch_rows, text_fallback, filter);
     SetOfIterator::new(stream::IpcStream::new(export))
 }
 
@@ -62,8 +53,20 @@ fn arrow_export(
             "relative path not allowed for scoot.arrow_export"
         );
     }
+    let export = new_export(rel, columns, batch_rows, text_fallback, filter);
+    stream::write_file(export, &path) as i64
+}
+
+/// The export both SQL functions run, after checking their common arguments.
+fn new_export(
+    rel: pg_sys::Oid,
+    columns: Option<Vec<String>>,
+    batch_rows: Option<i32>,
+    text_fallback: Option<bool>,
+    filter: Option<String>,
+) -> stream::Export {
     let batch_rows = checked_batch_rows(batch_rows);
-    let export = unsafe {
+    unsafe {
         stream::Export::new(
             rel,
             columns,
@@ -71,8 +74,7 @@ fn arrow_export(
             text_fallback.unwrap_or(false),
             filter,
         )
-    };
-    stream::write_file(export, &path) as i64
+    }
 }
 
 fn checked_batch_rows(batch_rows: Option<i32>) -> usize {
