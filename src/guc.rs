@@ -15,6 +15,9 @@ pub static SNAPSHOT_MAX_AGE_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 /// `scoot.snapshot_interval`: how often (ms) the OLAP worker takes a snapshot when anything
 /// changed (sighup).
 pub static SNAPSHOT_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// `scoot.freeze_after`: blocks unchanged this long (ms) are frozen by the OLAP worker; -1: never
+/// (sighup).
+pub static FREEZE_AFTER_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// `scoot.snapshot_memory`: pre-image memory for snapshots, MB (postmaster).
 pub static SNAPSHOT_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(256);
 /// `scoot.snapshot_method`: uffd | software | copy (postmaster).
@@ -101,6 +104,16 @@ pub fn define() {
         &SNAPSHOT_INTERVAL_MS,
         10,
         3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.freeze_after",
+        c"Freeze scoot blocks not modified for this long (-1: never freeze in the background).",
+        c"Frozen blocks hold only rows visible to everyone, with variable-length values gathered per column: scans skip visibility checks and Arrow export copies their column buffers. A write thaws a block.",
+        &FREEZE_AFTER_MS,
+        -1,
+        i32::MAX,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );

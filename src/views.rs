@@ -1,5 +1,6 @@
-//! Observability: `scoot.arena` (arena totals) and `scoot.arena_tables` (per-table usage:
-//! blocks, live and dead row versions, bytes).
+//! Observability: `scoot.arena` (arena totals), `scoot.arena_tables` (per-table usage: blocks,
+//! live and dead row versions, bytes), `scoot.blocks` (blocks by temperature) and
+//! `scoot.freeze_stats`.
 use crate::storage::arena;
 use crate::storage::block::{ST_DEAD, ST_NORMAL, ST_REDIRECT};
 use crate::storage::modify as storage;
@@ -109,6 +110,93 @@ COMMENT ON VIEW arena_tables IS 'scoot tables in this server: blocks, live and d
 "#,
     name = "arena_views",
     requires = [arena_info, arena_tables]
+);
+
+/// Per table and temperature: blocks, slots in use and bytes (`scoot.blocks`).
+#[pg_extern]
+fn blocks_info() -> TableIterator<
+    'static,
+    (
+        name!(relid, Option<pg_sys::Oid>),
+        name!(relfilenode, pg_sys::Oid),
+        name!(temperature, String),
+        name!(blocks, i32),
+        name!(rows, i64),
+        name!(bytes, i64),
+    ),
+> {
+    crate::ensure_preloaded();
+    let mut out = Vec::new();
+    let bs = arena::block_size() as i64;
+    for (t, key, _) in tabledir::all() {
+        let mut n = [(0i32, 0i64); 3];
+        for (_, b) in tabledir::blocks_of(t) {
+            let d = arena::block_desc(b);
+            if d.owner.load(Ordering::Acquire) != t.owner() {
+                continue;
+            }
+            let k = (d.temp.load(Ordering::Relaxed) as usize).min(2);
+            n[k].0 += 1;
+            n[k].1 += (d.hwm.load(Ordering::Relaxed) - d.nfree.load(Ordering::Relaxed)) as i64;
+        }
+        let relid = relid_of(&key);
+        for (k, name) in ["hot", "cooling", "frozen"].iter().enumerate() {
+            out.push((
+                relid,
+                pg_sys::Oid::from(key.rel),
+                name.to_string(),
+                n[k].0,
+                n[k].1,
+                n[k].0 as i64 * bs,
+            ));
+        }
+    }
+    TableIterator::new(out)
+}
+
+/// Freezing since the server started (`scoot.freeze_stats`).
+#[pg_extern]
+fn freeze_stats_info() -> TableIterator<
+    'static,
+    (
+        name!(blocks_frozen, i64),
+        name!(blocks_thawed, i64),
+        name!(freeze_ms, f64),
+        name!(avg_freeze_us, Option<f64>),
+    ),
+> {
+    crate::ensure_preloaded();
+    let c = arena::ctl();
+    let n = c.freezes.load(Ordering::Relaxed) as i64;
+    let ns = c.freeze_ns.load(Ordering::Relaxed) as f64;
+    TableIterator::once((
+        n,
+        c.thaws.load(Ordering::Relaxed) as i64,
+        ns / 1e6,
+        (n > 0).then(|| ns / 1e3 / n as f64),
+    ))
+}
+
+fn relid_of(key: &tabledir::RelKey) -> Option<pg_sys::Oid> {
+    if key.db == u32::from(unsafe { pg_sys::MyDatabaseId }) {
+        let oid = unsafe { crate::ffi::RelidByRelfilenode(key.spc.into(), key.rel.into()) };
+        (oid != pg_sys::InvalidOid).then_some(oid)
+    } else {
+        None
+    }
+}
+
+extension_sql!(
+    r#"
+CREATE VIEW blocks AS
+    SELECT relid::regclass AS relation, relfilenode, temperature, blocks, rows, bytes
+    FROM blocks_info();
+CREATE VIEW freeze_stats AS SELECT * FROM freeze_stats_info();
+COMMENT ON VIEW blocks IS 'scoot tables by block temperature (hot, cooling, frozen): blocks, rows (slots in use) and bytes';
+COMMENT ON VIEW freeze_stats IS 'scoot block freezing since the server started: blocks frozen, frozen blocks thawed by writes, time spent freezing';
+"#,
+    name = "block_views",
+    requires = [blocks_info, freeze_stats_info]
 );
 
 /// Every row version slot of a scoot table with its version header (for debugging and tests).

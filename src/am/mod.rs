@@ -15,6 +15,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 pub mod ddl;
+pub mod freeze;
 pub mod index;
 pub mod modify;
 pub mod scan;

@@ -49,6 +49,9 @@ struct Worker {
     /// per block: modification count when the previous snapshot was taken (hot-block detection)
     mod_seen: Vec<u64>,
     uffd: Option<uffd::Server>,
+    /// per block: (modification count, when the freezer first saw it at that count)
+    cold_since: Vec<(u64, i64)>,
+    last_freeze_pass: Option<Instant>,
 }
 
 static mut IS_WORKER: bool = false;
@@ -150,6 +153,8 @@ pub extern "C-unwind" fn scoot_olap_worker_main(_arg: pg_sys::Datum) {
             })
             .collect(),
         uffd: server,
+        cold_since: vec![(u64::MAX, 0); nblocks],
+        last_freeze_pass: None,
     };
     unsafe { pg_sys::StartTransactionCommand() };
 
@@ -242,6 +247,70 @@ impl Worker {
             }
         }
         self.release_old();
+        self.freeze_pass();
+    }
+
+    /// The background freezer (see `txn::freeze`): a block whose modification count did not
+    /// change for half of `scoot.freeze_after` turns cooling, and one still unchanged after
+    /// `scoot.freeze_after` is frozen (if its lock is free and its rows allow it; otherwise it
+    /// waits another `scoot.freeze_after`). At most one pass per 100 ms.
+    fn freeze_pass(&mut self) {
+        let after = guc::FREEZE_AFTER_MS.get();
+        if after < 0 {
+            return;
+        }
+        let pace = Duration::from_millis((after as u64 / 4).clamp(10, 100));
+        if self.last_freeze_pass.is_some_and(|l| l.elapsed() < pace) {
+            return;
+        }
+        self.last_freeze_pass = Some(Instant::now());
+        let t = now();
+        let after_us = after as i64 * 1000;
+        let mut horizon = None;
+        for b in 0..arena::ctl().nblocks {
+            let d = arena::block_desc(b);
+            let owner = d.owner.load(Ordering::Acquire);
+            if owner == 0 || d.zombie.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            let mc = d.mod_count.load(Ordering::Acquire);
+            let seen = &mut self.cold_since[b as usize];
+            if seen.0 != mc {
+                *seen = (mc, t);
+                continue;
+            }
+            let age = t - seen.1;
+            match d.temp.load(Ordering::Relaxed) {
+                arena::TEMP_HOT if age * 2 >= after_us => {
+                    let _ = d.temp.compare_exchange(
+                        arena::TEMP_HOT,
+                        arena::TEMP_COOLING,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                }
+                arena::TEMP_COOLING if age >= after_us => {
+                    let h = *horizon.get_or_insert_with(crate::txn::freeze::horizon);
+                    let tref = tabledir::TableRef {
+                        id: (owner >> 32) as u32,
+                        gen: owner as u32,
+                    };
+                    let lb = d.local.load(Ordering::Acquire);
+                    let out = crate::txn::freeze::freeze_block(tref, lb, h, false);
+                    if out != crate::txn::freeze::Outcome::Frozen {
+                        // not now: hot again, retried after another scoot.freeze_after
+                        let _ = d.temp.compare_exchange(
+                            arena::TEMP_COOLING,
+                            arena::TEMP_HOT,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
+                    }
+                    self.cold_since[b as usize] = (d.mod_count.load(Ordering::Acquire), now());
+                }
+                _ => {}
+            }
+        }
     }
 
     fn release(&mut self, i: usize) {

@@ -77,7 +77,18 @@ pub struct BlockDesc {
     /// xid (set by VACUUM, cleared by any change of a row's visibility; 0: unknown). Snapshot
     /// scans skip per-row visibility checks on such blocks.
     pub vis_xid: AtomicU32,
+    /// Temperature (`TEMP_HOT`, `TEMP_COOLING`, `TEMP_FROZEN`; see `txn::freeze`). Any
+    /// modification sets it back to hot (`modify::Locked::touch`).
+    pub temp: AtomicU32,
 }
+
+/// Block temperatures (the CMDB seed's states; "freezing" is the exclusive-locked
+/// transformation itself, never observable).
+pub const TEMP_HOT: u32 = 0;
+/// Unchanged for a while: the freezer freezes it next unless a write makes it hot again.
+pub const TEMP_COOLING: u32 = 1;
+/// Every row is frozen (visible to all), variable-length values gathered per column.
+pub const TEMP_FROZEN: u32 = 2;
 
 /// The control region header; followed by `BlockDesc[nblocks]` and the table directory.
 #[repr(C)]
@@ -101,6 +112,11 @@ pub struct ArenaCtl {
     pub blocks_allocated_total: AtomicU64,
     /// Write sequence of the block map (a seqlock; see `blockmap`).
     pub map_seq: AtomicU64,
+    /// Blocks frozen / frozen blocks thawed by a write, and the time spent freezing (ns), since
+    /// the server started.
+    pub freezes: AtomicU64,
+    pub thaws: AtomicU64,
+    pub freeze_ns: AtomicU64,
 }
 
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();
@@ -498,6 +514,7 @@ pub fn alloc_block(t: TableRef) -> (u32, u32) {
             d.saved_tag.store(0, Ordering::Relaxed);
             d.armed.store(0, Ordering::Relaxed);
             d.vis_xid.store(0, Ordering::Relaxed);
+            d.temp.store(TEMP_HOT, Ordering::Relaxed);
             d.owner.store(t.owner(), Ordering::Release);
             if grew {
                 tabledir::publish_size(t);
@@ -532,6 +549,7 @@ pub fn free_block(t: TableRef, b: u32, resize_file: bool) {
     d.capacity.store(0, Ordering::Relaxed);
     d.layout_sig.store(0, Ordering::Relaxed);
     d.vis_xid.store(0, Ordering::Relaxed);
+    d.temp.store(TEMP_HOT, Ordering::Relaxed);
     d.mod_count.fetch_add(1, Ordering::Relaxed);
     // a live snapshot may contain the block: keep its memory until no such snapshot is left
     let zombie = cow::is_ready() && cow::ctl().live_epoch.load(Ordering::Acquire) != 0;

@@ -701,6 +701,40 @@ impl BlockRef {
         }
         top
     }
+
+    /// Rewrites the variable-length area column by column, each column's values in slot order
+    /// and back to back (the CMDB seed's *gathering*, done when a block freezes): a column's
+    /// values of consecutive rows are then one contiguous byte range whose entries are Arrow
+    /// offsets plus a constant, so an export copies the range instead of each value. Values
+    /// stored raw (compressed, TOAST pointers) are gathered too but stay raw. `live(slot)` says
+    /// which slots' values to keep. Returns the new `var_low`.
+    pub fn gather_var(&self, hwm: u32, block_size: u32, live: impl Fn(u32) -> bool) -> u32 {
+        let mut data: Vec<u8> = Vec::new();
+        let mut moves: Vec<(usize, u32, u32, u32)> = Vec::new(); // (col, slot, new off, len)
+        for i in 0..self.natts() {
+            let c = *self.col(i);
+            if c.kind != KIND_VAR && c.kind != KIND_CSTRING {
+                continue;
+            }
+            for slot in 0..hwm {
+                if !live(slot) || !self.is_valid(&c, slot) {
+                    continue;
+                }
+                let (_, len) = self.var_entry(&c, slot);
+                moves.push((i, slot, data.len() as u32, len));
+                data.extend_from_slice(self.var_payload(&c, slot));
+            }
+        }
+        let low = block_size - data.len() as u32;
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(low as usize), data.len())
+        };
+        for (i, slot, off, len) in moves {
+            let c = *self.col(i);
+            self.set_var_entry(&c, slot, low + off, len);
+        }
+        low
+    }
 }
 
 /// TID mapping: row `slot` of local block `lb` is TID (lb * vpb + slot / 291, slot % 291 + 1).

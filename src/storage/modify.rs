@@ -46,9 +46,21 @@ impl Locked {
     pub fn hwm(&self) -> u32 {
         self.desc.hwm.load(Ordering::Acquire)
     }
+    /// Records a modification: bumps the modification counter and thaws a cooling or frozen
+    /// block (it is hot again; the freezer may freeze it later).
     #[inline]
     pub fn touch(&self) {
         self.desc.mod_count.fetch_add(1, Ordering::Relaxed);
+        if self.desc.temp.load(Ordering::Relaxed) != arena::TEMP_HOT {
+            thaw(self);
+        }
+    }
+}
+
+#[cold]
+fn thaw(l: &Locked) {
+    if l.desc.temp.swap(arena::TEMP_HOT, Ordering::Relaxed) == arena::TEMP_FROZEN {
+        arena::ctl().thaws.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -91,6 +103,11 @@ pub fn lock(t: TableRef, lb: u32, exclusive: bool) -> Option<Locked> {
         _g: g,
         _section: section,
     })
+}
+
+/// [`lock`] exclusive, but gives up (None) instead of waiting when the block is locked.
+pub fn try_lock(t: TableRef, lb: u32) -> Option<Locked> {
+    try_lock_exclusive(t, lb, tabledir::arena_block(t, lb)?)
 }
 
 /// Like [`lock`] (exclusive) but gives up instead of waiting for the lock.
@@ -518,6 +535,33 @@ pub fn release_empty_block(t: TableRef, l: Locked) {
 pub fn freeze_xmin(l: &Locked, s: u32) {
     touch_row(l, s);
     l.row(s).set_hint(HEAP_XMIN_FROZEN);
+    l.touch();
+}
+
+/// Gathers the block's variable-length values per column (see `BlockRef::gather_var`) when it
+/// freezes. Caller holds the block exclusively.
+pub fn gather_var(l: &Locked) {
+    let d = l.desc;
+    let bs = arena::block_size();
+    let low = d.var_low.load(Ordering::Relaxed) as usize;
+    if low >= bs {
+        return;
+    }
+    // the entries and the whole var area change: save their pre-images for live snapshots
+    let hwm = l.hwm();
+    for i in 0..l.blk.natts() {
+        let c = *l.blk.col(i);
+        if c.kind == KIND_VAR || c.kind == KIND_CSTRING {
+            cow::before_write(l.blk.value_ptr(&c, 0), hwm as usize * c.width as usize);
+        }
+    }
+    // the gathered values take at most the bytes they take now: they land in [low, bs)
+    cow::before_write(unsafe { l.blk.base.add(low) }, bs - low);
+    let new_low = l
+        .blk
+        .gather_var(hwm, bs as u32, |s| l.row(s).state() == ST_NORMAL);
+    d.var_low.store(new_low, Ordering::Relaxed);
+    d.var_dead.store(0, Ordering::Relaxed);
     l.touch();
 }
 
