@@ -150,6 +150,12 @@ impl Export {
     /// Appends rows `rows` of block `b` to every column.
     fn push_rows(&mut self, b: BlockRef, rows: &[u32]) {
         let natts = b.natts();
+        // consecutive slots (every slot of a frozen or insert-only block is a visible row):
+        // converters copy column buffers
+        let range = match (rows.first(), rows.last()) {
+            (Some(&f), Some(&l)) if (l - f) as usize + 1 == rows.len() => Some((f, rows.len() as u32)),
+            _ => None,
+        };
         for (ec, conv) in self.cols.iter().zip(self.conv.iter_mut()) {
             if ec.att >= natts || b.col(ec.att).kind == KIND_ABSENT {
                 // the block was written before the column was added: its missing value
@@ -159,6 +165,11 @@ impl Export {
                 continue;
             }
             let c = *b.col(ec.att);
+            if let Some((first, n)) = range {
+                if conv.push_range(b, &c, first, n) {
+                    continue;
+                }
+            }
             if conv.push_block(b, &c, rows) {
                 continue;
             }

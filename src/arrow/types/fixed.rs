@@ -19,6 +19,8 @@ pub struct Fixed<T: ArrowPrimitiveType> {
     pub name: String,
     /// the Arrow type when it carries parameters (a timestamp's time zone)
     pub dt: Option<arrow_schema::DataType>,
+    /// the stored bytes are the Arrow values (integers, floats): ranges are copied
+    pub copy: bool,
 }
 
 impl<T: ArrowPrimitiveType> Fixed<T> {
@@ -29,6 +31,7 @@ impl<T: ArrowPrimitiveType> Fixed<T> {
             map,
             name: String::new(),
             dt: None,
+            copy: false,
         }
     }
 
@@ -64,6 +67,28 @@ impl<T: ArrowPrimitiveType> Column for Fixed<T> {
         true
     }
 
+    fn push_range(&mut self, b: BlockRef, c: &ColDesc, first: u32, n: u32) -> bool {
+        if !self.copy
+            || c.kind != KIND_FIXED
+            || c.byval == 0
+            || c.attlen as usize != std::mem::size_of::<T::Native>()
+        {
+            return false;
+        }
+        // SAFETY: the column region holds `capacity` cells of attlen bytes, 64-byte aligned
+        let vals = unsafe {
+            std::slice::from_raw_parts(b.value_ptr(c, first) as *const T::Native, n as usize)
+        };
+        match super::range_validity(b, c, first, n) {
+            None => self.b.append_slice(vals),
+            Some((bits, _)) => {
+                let valid: Vec<bool> = bits.iter().collect();
+                self.b.append_values(vals, &valid);
+            }
+        }
+        true
+    }
+
     unsafe fn push_datum(&mut self, d: pg_sys::Datum, isnull: bool) {
         if isnull {
             self.b.append_null();
@@ -84,19 +109,34 @@ impl<T: ArrowPrimitiveType> Column for Fixed<T> {
 }
 
 pub fn int16() -> Fixed<Int16Type> {
-    Fixed::new(2, |x| Some(x as i16))
+    Fixed {
+        copy: true,
+        ..Fixed::new(2, |x| Some(x as i16))
+    }
 }
 pub fn int32() -> Fixed<Int32Type> {
-    Fixed::new(4, |x| Some(x as i32))
+    Fixed {
+        copy: true,
+        ..Fixed::new(4, |x| Some(x as i32))
+    }
 }
 pub fn int64() -> Fixed<Int64Type> {
-    Fixed::new(8, Some)
+    Fixed {
+        copy: true,
+        ..Fixed::new(8, Some)
+    }
 }
 pub fn float32() -> Fixed<Float32Type> {
-    Fixed::new(4, |x| Some(f32::from_bits(x as u32)))
+    Fixed {
+        copy: true,
+        ..Fixed::new(4, |x| Some(f32::from_bits(x as u32)))
+    }
 }
 pub fn float64() -> Fixed<Float64Type> {
-    Fixed::new(8, |x| Some(f64::from_bits(x as u64)))
+    Fixed {
+        copy: true,
+        ..Fixed::new(8, |x| Some(f64::from_bits(x as u64)))
+    }
 }
 
 /// bool -> boolean (bit-packed in Arrow, one byte per value in the block).

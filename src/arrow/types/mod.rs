@@ -127,6 +127,12 @@ pub trait Column {
     /// Appends rows `rows` of block `b` (column desc `c`) read in place; false (nothing appended)
     /// when the block stores the column in a form this converter does not read directly.
     fn push_block(&mut self, b: BlockRef, c: &ColDesc, rows: &[u32]) -> bool;
+    /// Appends the `n` consecutive rows from slot `first` of block `b` by copying column
+    /// buffers (a frozen block, or any block where every slot in the range is a visible row);
+    /// false (nothing appended) when this converter or the block's encoding cannot.
+    fn push_range(&mut self, _b: BlockRef, _c: &ColDesc, _first: u32, _n: u32) -> bool {
+        false
+    }
     /// Appends one value given as a datum of the column's type.
     ///
     /// # Safety
@@ -134,6 +140,29 @@ pub trait Column {
     unsafe fn push_datum(&mut self, d: pg_sys::Datum, isnull: bool);
     /// The array of the values appended since the last call.
     fn finish(&mut self) -> ArrayRef;
+}
+
+/// The validity of `n` rows from slot `first` of column `c`, as Arrow's packed bits (1 = valid):
+/// None when all are valid, else the bits and the number of NULLs.
+pub fn range_validity(
+    b: BlockRef,
+    c: &ColDesc,
+    first: u32,
+    n: u32,
+) -> Option<(arrow_buffer::BooleanBuffer, usize)> {
+    let bits = unsafe {
+        std::slice::from_raw_parts(
+            b.base.add(c.bitmap_off as usize),
+            (first + n).div_ceil(8) as usize,
+        )
+    };
+    let buf = arrow_buffer::BooleanBuffer::new(
+        arrow_buffer::Buffer::from_slice_ref(bits),
+        first as usize,
+        n as usize,
+    );
+    let valid = buf.count_set_bits();
+    (valid != n as usize).then(|| (buf, n as usize - valid))
 }
 
 /// The low `attlen` bytes of a fixed-width by-value cell as a sign-extended i64 (the raw form

@@ -19,8 +19,13 @@ fn not_utf8(name: &str) -> ! {
     )
 }
 
+/// utf8 values built in place: offsets, data and validity (a frozen block's gathered values are
+/// copied as one byte range).
 pub struct Text {
-    b: StringBuilder,
+    offsets: Vec<i32>,
+    data: Vec<u8>,
+    nulls: arrow_buffer::BooleanBufferBuilder,
+    null_count: usize,
     name: String,
     /// the type is `name`: datums point at a NUL-terminated array
     cstring: bool,
@@ -33,10 +38,21 @@ fn utf8_database() -> bool {
     unsafe { pg_sys::GetDatabaseEncoding() == pg_sys::pg_enc::PG_UTF8 as i32 }
 }
 
+fn batch_too_large(name: &str) -> ! {
+    crate::ffi::error_hint(
+        pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!("the values of column \"{name}\" in one record batch exceed 2 GB"),
+        "Arrow utf8 arrays use 32-bit offsets: pass a smaller batch_rows.",
+    )
+}
+
 impl Text {
     pub fn new(name: &str, cstring: bool) -> Self {
         Text {
-            b: StringBuilder::new(),
+            offsets: vec![0],
+            data: Vec::new(),
+            nulls: arrow_buffer::BooleanBufferBuilder::new(0),
+            null_count: 0,
             name: name.into(),
             cstring,
             valid: utf8_database(),
@@ -44,17 +60,29 @@ impl Text {
     }
 
     #[inline]
+    fn end(&mut self) {
+        if self.data.len() > i32::MAX as usize {
+            batch_too_large(&self.name);
+        }
+        self.offsets.push(self.data.len() as i32);
+    }
+
+    #[inline]
+    fn append_null(&mut self) {
+        self.offsets.push(self.data.len() as i32);
+        self.nulls.append(false);
+        self.null_count += 1;
+    }
+
+    #[inline]
     fn push_bytes(&mut self, v: &[u8]) {
-        if self.valid {
-            // SAFETY: a UTF8 database holds only valid UTF-8 text (checked on input)
-            self.b
-                .append_value(unsafe { std::str::from_utf8_unchecked(v) });
-            return;
+        // a UTF8 database holds only valid UTF-8 text (checked on input)
+        if !self.valid && std::str::from_utf8(v).is_err() {
+            not_utf8(&self.name);
         }
-        match std::str::from_utf8(v) {
-            Ok(s) => self.b.append_value(s),
-            Err(_) => not_utf8(&self.name),
-        }
+        self.data.extend_from_slice(v);
+        self.end();
+        self.nulls.append(true);
     }
 }
 
@@ -67,7 +95,7 @@ impl Column for Text {
         }
         for &s in rows {
             if !b.is_valid(c, s) {
-                self.b.append_null();
+                self.append_null();
                 continue;
             }
             match c.kind {
@@ -102,9 +130,58 @@ impl Column for Text {
         true
     }
 
+    /// Gathered values (a frozen block): the range's values lie back to back in the var area,
+    /// so they are copied at once and the offsets follow from the entries.
+    fn push_range(&mut self, b: BlockRef, c: &ColDesc, first: u32, n: u32) -> bool {
+        if c.kind != KIND_VAR || !self.valid || n == 0 {
+            return false;
+        }
+        // one pass over the entries: contiguous, nothing stored raw?
+        let (mut start, mut next) = (u32::MAX, u32::MAX);
+        for s in first..first + n {
+            if !b.is_valid(c, s) {
+                continue;
+            }
+            let (off, len) = b.var_entry(c, s);
+            if len & VAR_RAW != 0 || (next != u32::MAX && off != next) {
+                return false;
+            }
+            if start == u32::MAX {
+                start = off;
+            }
+            next = off + len;
+        }
+        let base = self.data.len();
+        if start != u32::MAX {
+            if base + (next - start) as usize > i32::MAX as usize {
+                batch_too_large(&self.name);
+            }
+            // SAFETY: [start, next) lies inside the block's var area
+            self.data.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(b.base.add(start as usize), (next - start) as usize)
+            });
+        }
+        self.offsets.reserve(n as usize);
+        let mut end = base as i32;
+        for s in first..first + n {
+            if b.is_valid(c, s) {
+                end = (base + (b.var_entry(c, s).0 - start + b.var_entry(c, s).1) as usize) as i32;
+            }
+            self.offsets.push(end);
+        }
+        match super::range_validity(b, c, first, n) {
+            None => self.nulls.append_n(n as usize, true),
+            Some((bits, nulls)) => {
+                self.nulls.append_buffer(&bits);
+                self.null_count += nulls;
+            }
+        }
+        true
+    }
+
     unsafe fn push_datum(&mut self, d: pg_sys::Datum, isnull: bool) {
         if isnull {
-            self.b.append_null();
+            self.append_null();
         } else if self.cstring {
             let v = unsafe { std::ffi::CStr::from_ptr(d.cast_mut_ptr()) };
             self.push_bytes(v.to_bytes());
@@ -115,9 +192,22 @@ impl Column for Text {
     }
 
     fn finish(&mut self) -> ArrayRef {
-        let a = self.b.finish();
-        self.b = StringBuilder::with_capacity(a.len(), a.value_data().len());
-        Arc::new(a)
+        let n = self.offsets.len() - 1;
+        let offsets = std::mem::replace(&mut self.offsets, Vec::with_capacity(n + 1));
+        self.offsets.push(0);
+        let cap = self.data.len();
+        let data = std::mem::replace(&mut self.data, Vec::with_capacity(cap));
+        let nulls = self.nulls.finish();
+        let nulls = (std::mem::take(&mut self.null_count) > 0)
+            .then(|| arrow_buffer::NullBuffer::new(nulls));
+        // SAFETY: offsets start at 0, never decrease and end at data.len(); the data is valid
+        // UTF-8 (a UTF8 database's text, or checked value by value above)
+        let offsets = unsafe {
+            arrow_buffer::OffsetBuffer::new_unchecked(arrow_buffer::ScalarBuffer::from(offsets))
+        };
+        Arc::new(unsafe {
+            arrow_array::StringArray::new_unchecked(offsets, arrow_buffer::Buffer::from_vec(data), nulls)
+        })
     }
 }
 
