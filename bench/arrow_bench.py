@@ -3,16 +3,19 @@
 ARROW_SF, default 1 = 6M rows, 16 columns) in a heap and a scoot table of one cluster; the time
 until a pyarrow.Table holding all rows is in the client, for:
 
-- pg_scoot.read_arrow on the scoot table (scoot.arrow_stream: record batches built from the
-  blocks' column regions), all columns and two integer columns;
+- pg_scoot.read_arrow on the scoot table, all columns and two integer columns, with its blocks
+  all hot (record batches built from the column regions), all frozen (`scoot.freeze`: column
+  buffers copied, text gathered) and mixed (one row in 500 updated: the blocks it touched are hot
+  again and hold a dead version each); the time `scoot.freeze` takes per block;
 - the ADBC PostgreSQL driver (adbc-driver-postgresql; COPY BINARY parsed in C++) on heap and scoot;
 - ConnectorX (single connection) on heap and scoot;
 - psycopg (binary) fetching 100k-row pieces + pyarrow.RecordBatch.from_pylist, on heap;
 - and, for reference, raw `COPY lineitem TO STDOUT (FORMAT binary)` bytes (no Arrow table).
 
 Every Arrow result is checked against heap (row count, sum of l_orderkey, sum of l_quantity).
-Best of ARROW_REPS runs (the psycopg one runs once). Blocks are all hot (freezing to pure Arrow
-layout does not exist yet). Results: bench/results/arrow.{md,json}.
+Best of ARROW_REPS runs (the psycopg one runs once). The background freezer is off
+(`scoot.freeze_after = -1`) so that each phase has the block temperatures it names. Results:
+bench/results/arrow.{md,json}.
 """
 import json
 import os
@@ -56,7 +59,8 @@ def main():
     data = f"/tmp/tpch_sf{SF}"
     gen(data)
     cl = Cluster("arrow", 55692, max(3072, int(float(SF) * 3072)),
-                 ["jit = off", "shared_buffers = '2GB'", "max_wal_size = '8GB'", "work_mem = '64MB'"])
+                 ["jit = off", "shared_buffers = '2GB'", "max_wal_size = '8GB'", "work_mem = '64MB'",
+                  "scoot.freeze_after = -1"])
     res = []
     try:
         cl.sql("CREATE EXTENSION pg_scoot")
@@ -99,11 +103,30 @@ def main():
         import psycopg
 
         uri = f"postgresql://postgres@localhost:{cl.port}/postgres?host={cl.dir}"
+        freeze = {}
         with cl.conn() as c:
-            run("pg_scoot.read_arrow", "scoot", lambda: pg_scoot.read_arrow(c, "s.lineitem"))
-            run("pg_scoot.read_arrow, 2 int columns", "scoot",
-                lambda: pg_scoot.read_arrow(c, "s.lineitem", columns=["l_orderkey", "l_partkey"]),
-                checked=False)
+            def temps():
+                return dict(c.execute("SELECT temperature, blocks FROM scoot.blocks "
+                                      "WHERE relation = 's.lineitem'::regclass").fetchall())
+
+            def scoot_runs(state):
+                run(f"pg_scoot.read_arrow ({state} blocks)", "scoot",
+                    lambda: pg_scoot.read_arrow(c, "s.lineitem"))
+                run(f"pg_scoot.read_arrow, 2 int columns ({state} blocks)", "scoot",
+                    lambda: pg_scoot.read_arrow(c, "s.lineitem", columns=["l_orderkey", "l_partkey"]),
+                    checked=False)
+            log("blocks", temps())
+            scoot_runs("hot")
+            t0 = time.perf_counter()
+            nb = c.execute("SELECT scoot.freeze('s.lineitem')").fetchone()[0]
+            dt = time.perf_counter() - t0
+            freeze = dict(blocks=nb, seconds=round(dt, 3), us_per_block=round(dt * 1e6 / max(nb, 1)),
+                          block_kb=c.execute("SELECT block_size / 1024 FROM scoot.arena").fetchone()[0])
+            log("freeze", freeze, temps())
+            scoot_runs("frozen")
+            c.execute("UPDATE s.lineitem SET l_comment = l_comment || '' WHERE l_orderkey % 500 = 7")
+            log("blocks after updates", temps())
+            scoot_runs("mixed")
         for sch, am in (("h", "heap"), ("s", "scoot")):
             with adbc.connect(uri) as ac:
                 def adbc_fetch():
@@ -138,7 +161,7 @@ def main():
                 run("COPY TO STDOUT (FORMAT binary), bytes only", am, copy_bytes, arrow=False)
     finally:
         cl.stop()
-    out = dict(git=git, sf=SF, reps=REPS, results=res)
+    out = dict(git=git, sf=SF, reps=REPS, results=res, freeze=freeze)
     with open(os.path.join(RES, "arrow.json"), "w") as f:
         json.dump(out, f, indent=1)
     base = {r["table"]: r["seconds"] for r in res if r["method"].startswith("ADBC")}
@@ -146,12 +169,15 @@ def main():
          f"git {git}; scale factor {SF} ({res[0]['rows']:,} rows, 16 columns), one cluster, client on the "
          f"same machine; time until a pyarrow.Table is in the client, best of {REPS} (psycopg: 1 run). "
          "`x ADBC heap` = ADBC-on-heap time / this time. MB/s = Arrow bytes per second. "
-         "Scoot blocks are all hot (no frozen blocks yet).", "",
+         "Scoot blocks hot (as loaded), frozen (`scoot.freeze`), mixed (one row in 500 then updated: "
+         "the blocks touched are hot again and hold dead versions).", "",
          "| method | table | seconds | rows/s | MB/s | x ADBC heap |", "|---|---|---:|---:|---:|---:|"]
     for r in res:
         x = base.get("heap", 0) / r["seconds"] if r["seconds"] else 0
         L.append(f"| {r['method']} | {r['table']} | {r['seconds']:.3f} | {r['rows_per_s'] / 1e6:.2f}M | "
                  f"{r['mb_per_s'] if r['arrow'] else '(' + str(r['mb_per_s']) + ' wire)'} | {x:.1f}x |")
+    L += ["", f"`scoot.freeze('lineitem')`: {freeze.get('blocks')} blocks of {freeze.get('block_kb')} kB in "
+          f"{freeze.get('seconds')} s, {freeze.get('us_per_block')} µs per block."]
     with open(os.path.join(RES, "arrow.md"), "w") as f:
         f.write("\n".join(L) + "\n")
     print("\n".join(L))

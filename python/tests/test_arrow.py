@@ -220,6 +220,63 @@ def test_frozen_hot_and_mixed_blocks_equal_heap(conn, all_types):
     test_values_round_trip(conn, all_types)
 
 
+def test_export_reads_olap_snapshot(conn):
+    """With scoot.olap = on an export reads an OLAP snapshot image (pinned while the stream runs,
+    seen in scoot.snapshots.readers), in an implicit transaction and in a REPEATABLE READ READ ONLY
+    transaction (the transaction's image: the export equals the transaction's other reads, whatever
+    another session commits meanwhile); with scoot.olap = off, or in a read-write transaction
+    block, it reads live data and pins nothing."""
+    conn.execute("DROP TABLE IF EXISTS ar_olap")
+    conn.execute("CREATE TABLE ar_olap (id int8, s text) USING scoot")
+    conn.execute("INSERT INTO ar_olap SELECT i, repeat('s', i % 50) FROM generate_series(1, 300000) i")
+    c2 = psycopg.connect(DSN, autocommit=True)
+
+    def readers():
+        return c2.execute("SELECT coalesce(sum(readers), 0) FROM scoot.snapshots").fetchone()[0]
+
+    def stream(sql):
+        """(rows exported, readers seen after the first chunk) while c2 inserts meanwhile."""
+        with conn.cursor(binary=True) as cur:
+            it = cur.stream(sql)
+            first = next(it)[0]
+            r = readers()
+            c2.execute("INSERT INTO ar_olap SELECT i, 'late' FROM generate_series(1, 1000) i")
+            data = first + b"".join(row[0] for row in it)
+        return ipc.open_stream(data).read_all().num_rows, r
+
+    q = "SELECT scoot.arrow_stream('ar_olap', batch_rows => 500)"
+    conn.execute("SET scoot.olap = off")
+    n0 = conn.execute("SELECT count(*) FROM ar_olap").fetchone()[0]
+    rows, r = stream(q)
+    assert (rows, r) == (n0, 0)
+    conn.execute("SET scoot.olap = on")
+    conn.execute("SET scoot.snapshot_max_age = 0")  # every statement's image is taken after it starts
+    n1 = conn.execute("SELECT count(*) FROM ar_olap").fetchone()[0]
+    rows, r = stream(q)
+    assert r >= 1 and rows == n1
+    # a filtered export runs a query: it picks an image by the same rules
+    n1 = conn.execute("SELECT count(*) FROM ar_olap WHERE id > 10").fetchone()[0]
+    rows, r = stream("SELECT scoot.arrow_stream('ar_olap', batch_rows => 500, filter => 'id > 10')")
+    assert r >= 1 and rows == n1
+    # a read-write transaction block reads live data
+    conn.execute("BEGIN")
+    rows, r = stream(q)
+    conn.execute("COMMIT")
+    assert r == 0
+    # REPEATABLE READ READ ONLY: one image for count(*) and the export, whatever c2 commits
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    n2 = conn.execute("SELECT count(*) FROM ar_olap").fetchone()[0]
+    c2.execute("DELETE FROM ar_olap WHERE id <= 1000")
+    rows, r = stream(q)
+    n3 = conn.execute("SELECT count(*) FROM ar_olap").fetchone()[0]
+    conn.execute("COMMIT")
+    assert r >= 1 and rows == n2 == n3
+    conn.execute("RESET scoot.olap")
+    conn.execute("RESET scoot.snapshot_max_age")
+    c2.close()
+    conn.execute("DROP TABLE ar_olap")
+
+
 def test_where_filter_and_other_tables(conn, all_types):
     t = pg_scoot.read_arrow(conn, all_types, columns=["id", "tx"], where="i4 < 0 OR tx = ''")
     assert t.to_pylist() == [{"id": 3, "tx": ""}]

@@ -68,6 +68,8 @@ pub struct Export {
     /// memory of one call (detoasted values, output-function strings, the scan)
     cxt: pg_sys::MemoryContext,
     pub rows: u64,
+    /// an OLAP image's snapshot to read blocks with (`scoot.olap = on`); None: the statement's
+    pub image_snap: Option<pg_sys::Snapshot>,
 }
 
 /// An export allocates a few MB per column and batch, frees them after encoding, and allocates
@@ -108,8 +110,13 @@ impl Export {
             let cols = schema::columns(rel, names, text_fallback);
             let blocks =
                 crate::am::is_scoot(rel) && filter.is_none() && !schema::rls_applies(relid);
+            let mut image_snap = None;
             let source = if blocks {
                 schema::check_privileges(rel, &cols);
+                image_snap = crate::snapshot::session::export_snapshot(
+                    crate::storage::tabledir::resolve(rel),
+                    &crate::ffi::rel_name(rel),
+                );
                 Source::Blocks { next: Some(0) }
             } else {
                 Source::Query {
@@ -143,6 +150,7 @@ impl Export {
                 num: Vec::new(),
                 cxt,
                 rows: 0,
+                image_snap,
             }
         }
     }
@@ -219,7 +227,7 @@ impl Export {
     unsafe fn read_blocks(&mut self, from: u32) -> (Vec<RecordBatch>, Option<u32>) {
         unsafe {
             let rel = pg_sys::table_open(self.relid, pg_sys::AccessShareLock as i32);
-            let snap = pg_sys::GetActiveSnapshot();
+            let snap = self.image_snap.unwrap_or_else(|| pg_sys::GetActiveSnapshot());
             let flags =
                 pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
             let scan = crate::am::scan::scan_begin(
@@ -320,6 +328,9 @@ impl Export {
                     batches.push(self.take_batch());
                 }
                 self.done = true;
+                if let Some(snap) = self.image_snap.take() {
+                    crate::snapshot::session::end_export(snap);
+                }
             }
             Some(batches)
         }

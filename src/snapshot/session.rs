@@ -468,6 +468,70 @@ unsafe fn decide(qd: *mut pg_sys::QueryDesc) -> Option<(Rc<Image>, Vec<(TableRef
     }
 }
 
+/// The snapshot an Arrow export of scoot table `t` (`scoot.arrow_stream`, `scoot.arrow_export`,
+/// reading blocks directly) reads with: with `scoot.olap = on`, under the rules a SELECT of the
+/// table follows (a read-only transaction block, or an implicit transaction, not SERIALIZABLE),
+/// and as long as this transaction has written nothing, the MVCC snapshot of an OLAP image
+/// (the transaction's image in REPEATABLE READ), mapped to the image so that scans given it
+/// read the image. None: read live data with the statement's snapshot.
+pub fn export_snapshot(t: TableRef, name: &str) -> Option<pg_sys::Snapshot> {
+    unsafe {
+        if !guc::OLAP.get()
+            || !crate::PRELOADED
+            || !registry::is_ready()
+            || pg_sys::ParallelWorkerNumber >= 0
+            || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32
+            || pg_sys::GetTopTransactionIdIfAny().into_inner() != 0
+        {
+            return None;
+        }
+        let in_block = pg_sys::IsTransactionBlock();
+        if in_block && !pg_sys::XactReadOnly {
+            return None;
+        }
+        let tables = vec![(t, name.to_string())];
+        let rr = in_block && pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32;
+        let img = match XACT.with(|x| x.borrow().xact_image.clone()) {
+            Some(img) if rr => {
+                if !img.has_table(t) {
+                    crate::ffi::error_hint(
+                        PgSqlErrorCode::ERRCODE_SNAPSHOT_TOO_OLD,
+                        format!("table \"{name}\" was created, truncated or rewritten after OLAP snapshot {} was taken", img.id),
+                        "A REPEATABLE READ READ ONLY transaction reads one snapshot for all its statements; start a new transaction to read the table.",
+                    );
+                }
+                img
+            }
+            _ => {
+                let img = acquire(&tables)?;
+                if rr {
+                    XACT.with(|x| x.borrow_mut().xact_image = Some(img.clone()));
+                }
+                img
+            }
+        };
+        lower_priority();
+        if !in_block {
+            // like any statement that reads a snapshot in an implicit transaction
+            pg_sys::XactReadOnly = true;
+        }
+        let snap = img.snapshot_copy(pg_sys::TopTransactionContext);
+        (*snap).curcid = pg_sys::GetCurrentCommandId(false);
+        adopt_xmin(img.xmin);
+        XACT.with(|x| {
+            x.borrow_mut().by_snap.insert(snap as usize, (img, 1));
+        });
+        Some(snap)
+    }
+}
+
+/// The export that [`export_snapshot`] gave `snap` to has finished.
+pub fn end_export(snap: pg_sys::Snapshot) {
+    XACT.with(|x| {
+        x.borrow_mut().by_snap.remove(&(snap as usize));
+    });
+}
+
 /// First half of the ExecutorStart hook: decide, and substitute the image's snapshot.
 #[pg_guard]
 #[unsafe(no_mangle)]
