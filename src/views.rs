@@ -77,18 +77,8 @@ fn arena_tables() -> TableIterator<
                 }
             }
         }
-        let relid = if key.db == u32::from(unsafe { pg_sys::MyDatabaseId }) {
-            let oid = unsafe { crate::ffi::RelidByRelfilenode(key.spc.into(), key.rel.into()) };
-            if oid == pg_sys::InvalidOid {
-                None
-            } else {
-                Some(oid)
-            }
-        } else {
-            None
-        };
         rows.push((
-            relid,
+            relid_of(&key),
             pg_sys::Oid::from(key.rel),
             blocks.len() as i32,
             live,
@@ -177,6 +167,7 @@ fn freeze_stats_info() -> TableIterator<
     ))
 }
 
+/// The relation of a table of this database (None: another database's, or dropped).
 fn relid_of(key: &tabledir::RelKey) -> Option<pg_sys::Oid> {
     if key.db == u32::from(unsafe { pg_sys::MyDatabaseId }) {
         let oid = unsafe { crate::ffi::RelidByRelfilenode(key.spc.into(), key.rel.into()) };

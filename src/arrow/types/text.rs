@@ -165,7 +165,8 @@ impl Column for Text {
         let mut end = base as i32;
         for s in first..first + n {
             if b.is_valid(c, s) {
-                end = (base + (b.var_entry(c, s).0 - start + b.var_entry(c, s).1) as usize) as i32;
+                let (off, len) = b.var_entry(c, s);
+                end = (base + (off - start + len) as usize) as i32;
             }
             self.offsets.push(end);
         }
