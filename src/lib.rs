@@ -15,6 +15,8 @@
 //!                statements read one). `storage/cow.rs` is its write side.
 //! - `am/`      — the TableAmRoutine callbacks (scans, index fetch, modify, DDL, vacuum), reading
 //!                live blocks or a snapshot image.
+//! - `wal/`     — durability: checkpoint images of the arena written at a clean shutdown and
+//!                loaded at the next start (the scoot WAL comes later).
 //! - `views`    — `scoot.arena` and other observability functions.
 //! - `guc`      — the `scoot.*` settings; `ffi` — the thin unsafe layer (declarations pgrx lacks).
 #![allow(clippy::missing_safety_doc)]
@@ -32,6 +34,7 @@ pub mod snapshot;
 pub mod storage;
 pub mod txn;
 pub mod views;
+pub mod wal;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -51,6 +54,7 @@ pub extern "C-unwind" fn _PG_init() {
         ffi::guard::disable_backtraces();
         guc::define();
         storage::arena::install_hooks();
+        storage::arena::ON_INITIALISED = Some(wal::on_arena_initialised);
         txn::xact::install_hooks(am::is_scoot);
         snapshot::install(am::is_scoot);
         exec::install();

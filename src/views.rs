@@ -1,6 +1,6 @@
 //! Observability: `scoot.arena` (arena totals), `scoot.arena_tables` (per-table usage: blocks,
 //! live and dead row versions, bytes), `scoot.blocks` (blocks by temperature) and
-//! `scoot.freeze_stats`.
+//! `scoot.freeze_stats`, `scoot.checkpoints` (the checkpoint image).
 use crate::storage::arena;
 use crate::storage::block::{ST_DEAD, ST_NORMAL, ST_REDIRECT};
 use crate::storage::modify as storage;
@@ -167,6 +167,41 @@ fn freeze_stats_info() -> TableIterator<
     ))
 }
 
+/// The checkpoint image (`scoot.checkpoints`): the file on disk and what this start loaded.
+#[pg_extern]
+fn checkpoints_info() -> TableIterator<
+    'static,
+    (
+        name!(image, String),
+        name!(bytes, Option<i64>),
+        name!(checkpoint_lsn, Option<String>),
+        name!(written_at_us, Option<i64>),
+        name!(loaded_at_start, bool),
+        name!(loaded_lsn, Option<String>),
+        name!(tables_loaded, i64),
+        name!(blocks_loaded, i64),
+        name!(load_ms, Option<f64>),
+    ),
+> {
+    crate::ensure_preloaded();
+    use crate::wal::checkpoint_image as img;
+    let c = arena::ctl();
+    let lsn = |l: u64| format!("{:X}/{:X}", l >> 32, l as u32);
+    let d = img::on_disk();
+    let loaded = c.image_lsn.load(Ordering::Relaxed);
+    TableIterator::once((
+        img::FILE.to_string(),
+        d.as_ref().map(|d| d.bytes as i64),
+        d.as_ref().filter(|d| d.valid_header).map(|d| lsn(d.checkpoint)),
+        d.as_ref().filter(|d| d.valid_header).map(|d| d.written_at),
+        loaded != 0,
+        (loaded != 0).then(|| lsn(loaded)),
+        c.image_tables.load(Ordering::Relaxed) as i64,
+        c.image_blocks.load(Ordering::Relaxed) as i64,
+        (loaded != 0).then(|| c.image_load_us.load(Ordering::Relaxed) as f64 / 1e3),
+    ))
+}
+
 /// The relation of a table of this database (None: another database's, or dropped).
 fn relid_of(key: &tabledir::RelKey) -> Option<pg_sys::Oid> {
     if key.db == u32::from(unsafe { pg_sys::MyDatabaseId }) {
@@ -188,6 +223,19 @@ COMMENT ON VIEW freeze_stats IS 'scoot block freezing since the server started: 
 "#,
     name = "block_views",
     requires = [blocks_info, freeze_stats_info]
+);
+
+extension_sql!(
+    r#"
+CREATE VIEW checkpoints AS
+    SELECT image, bytes, checkpoint_lsn::pg_lsn AS checkpoint_lsn,
+           timestamptz '2000-01-01 00:00:00+00' + written_at_us * interval '1 microsecond' AS written_at,
+           loaded_at_start, loaded_lsn::pg_lsn AS loaded_lsn, tables_loaded, blocks_loaded, load_ms
+    FROM checkpoints_info();
+COMMENT ON VIEW checkpoints IS 'scoot checkpoint image: the file written at the last clean shutdown (size, checkpoint LSN, time) and what this server start loaded from it';
+"#,
+    name = "checkpoint_views",
+    requires = [checkpoints_info]
 );
 
 /// Every row version slot of a scoot table with its version header (for debugging and tests).

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# A server restart empties scoot tables (durability comes later):
-#  - the first access after the restart emits WARNING '... lost its rows in a server restart' and
-#    sees 0 rows; later accesses (same or other session) do not warn;
-#  - the table works again afterwards (INSERT, seq and index scans), and its indexes do not return
-#    rows for the lost contents (the old index entries point at TIDs the new rows reuse);
-#  - a heap table keeps its rows.
-# Restarts the shared cluster (pg_ctl restart -m fast as the postgres OS user).
+# Server restarts and scoot rows (src/wal/checkpoint_image.rs):
+#  A. a clean restart (pg_ctl restart -m fast) keeps every scoot table exactly: same rows at the same
+#     TIDs (digests of ctid + row), every type incl. TOASTed and compressed values, NULLs, dead
+#     versions, frozen blocks, unlogged tables, a prepared transaction that commits after the
+#     restart; no WARNING; indexes answer like seq scans; writes go on; scoot.checkpoints reports
+#     the loaded image. A second clean restart after more writes keeps the newer state.
+#  B. a crash (pg_ctl stop -m immediate) still empties scoot tables (no scoot WAL yet): the image
+#     of the earlier clean shutdown is NOT loaded (it is older than the data); the first access
+#     warns '... lost its rows in a server restart' and sees 0 rows; a table with indexes is
+#     refused until TRUNCATE; afterwards the table works (INSERT, seq and index scans) and its
+#     indexes never return rows for the lost contents; a heap table keeps its rows.
+#  C. a damaged image (one flipped byte) stops the server start with a clear FATAL naming the
+#     file and a HINT; moving the file away lets the server start (the tables lost their rows).
+# Restarts the shared cluster (pg_ctl as the postgres OS user).
 set -uo pipefail
 BIN=${SCOOT_BINDIR:-$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
 WORK=$(mktemp -d /tmp/scoot_restart.XXXXXX)
@@ -13,7 +20,7 @@ chmod 755 "$WORK"
 fail() { echo "FAIL: $*"; exit 1; }
 q() { "$BIN/psql" -X -v ON_ERROR_STOP=1 -qAt "$@"; }
 cleanup() {
-  "$BIN/psql" -X -qAt -c "SET client_min_messages = error" -c "DROP TABLE IF EXISTS rst_scoot, rst_plain, rst_heap" >/dev/null 2>&1
+  "$BIN/psql" -X -qAt -c "SET client_min_messages = error" -c "DROP TABLE IF EXISTS rst_scoot, rst_plain, rst_heap, rst_types, rst_frozen, rst_unlogged" >/dev/null 2>&1
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -28,21 +35,142 @@ q -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS rst_scoot, rst
   -c "INSERT INTO rst_heap SELECT g, g % 10, 'before ' || g FROM generate_series(1, 100) g" || fail "setup failed"
 [ "$(q -c 'SELECT count(*) FROM rst_scoot')" = 100 ] || fail "rst_scoot does not have 100 rows before the restart"
 
+
 DATADIR=$(q -c "SHOW data_directory") || fail "SHOW data_directory failed"
 [ -d "$DATADIR" ] || fail "data directory '$DATADIR' not found"
 # keep logging to the cluster's server.log (scripts/lib.sh starts it with -l <clusterdir>/server.log)
 LOGFILE=$(dirname "$DATADIR")/server.log
 [ -f "$LOGFILE" ] || LOGFILE=$WORK/server.log
-echo "--- restarting the server (data directory $DATADIR)"
-if ! runuser -u postgres -- "$BIN/pg_ctl" -D "$DATADIR" -l "$LOGFILE" -w -t 120 restart -m fast >"$WORK/pg_ctl.out" 2>&1; then
-  cat "$WORK/pg_ctl.out"; tail -n 20 "$LOGFILE" 2>/dev/null; fail "pg_ctl restart failed"
-fi
-for _ in $(seq 1 60); do "$BIN/pg_isready" -q && break; sleep 1; done
-"$BIN/pg_isready" -q || fail "server not ready after the restart"
-
+pgctl() { runuser -u postgres -- "$BIN/pg_ctl" -D "$DATADIR" -l "$LOGFILE" -w -t 120 "$@" >"$WORK/pg_ctl.out" 2>&1; }
+wait_ready() {
+  for _ in $(seq 1 60); do "$BIN/pg_isready" -q && return 0; sleep 1; done
+  fail "server not ready after the restart"
+}
 # psql with both output and messages captured: q2 <stdout file> <stderr file> args...
 q2() { local o=$1 e=$2; shift 2; "$BIN/psql" -X -v ON_ERROR_STOP=1 -qAt "$@" >"$o" 2>"$e"; }
 WARN='lost its rows in a server restart'
+TABLES="rst_scoot rst_plain rst_types rst_frozen rst_unlogged"
+# digest of every row with its TID, per table: equal digests = same rows at the same addresses
+digests() {
+  local t out=""
+  for t in $TABLES; do
+    out+="$t:$(q -c "SELECT count(*) || '/' || md5(coalesce(string_agg(ctid::text || '=' || x::text, ',' ORDER BY ctid), '')) FROM $t x") "
+  done
+  echo "$out"
+}
+# counts of index scans vs seq scans of rst_scoot / rst_types (indexes must match the rows)
+index_check() {
+  local preds=("id BETWEEN 1 AND 100000" "k = 3" "k BETWEEN 2 AND 5 AND id > 500" "id % 7 = 0 AND k < 4")
+  local p s i
+  for p in "${preds[@]}"; do
+    s=$(q -c "SET enable_indexscan = off" -c "SET enable_bitmapscan = off" -c "SELECT count(*), coalesce(sum(id), 0) FROM rst_scoot WHERE $p")
+    i=$(q -c "SET enable_seqscan = off" -c "SET enable_bitmapscan = off" -c "SELECT count(*), coalesce(sum(id), 0) FROM rst_scoot WHERE $p")
+    [ "$s" = "$i" ] || fail "$1: rst_scoot WHERE $p: index scan '$i', seq scan '$s'"
+  done
+  s=$(q -c "SET enable_indexscan = off" -c "SET enable_bitmapscan = off" -c "SELECT count(*), md5(string_agg(t, ',' ORDER BY id)) FROM rst_types WHERE id BETWEEN 10 AND 900")
+  i=$(q -c "SET enable_seqscan = off" -c "SET enable_bitmapscan = off" -c "SELECT count(*), md5(string_agg(t, ',' ORDER BY id)) FROM rst_types WHERE id BETWEEN 10 AND 900")
+  [ "$s" = "$i" ] || fail "$1: rst_types: index scan '$i', seq scan '$s'"
+}
+
+q -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS rst_types, rst_frozen, rst_unlogged" \
+  -c "CREATE TABLE rst_types (id int PRIMARY KEY, i2 int2, i8 int8, f4 float4, f8 float8, b bool,
+        n1 numeric(10,2), n2 numeric, c4 char(4), vc varchar(20), t text, big text, by bytea, d date,
+        ts timestamp, tz timestamptz, u uuid, j jsonb, a int[]) USING scoot" \
+  -c "INSERT INTO rst_types SELECT g, (g % 30000)::int2, g::int8 * 1000003, g / 3.0, CASE g % 50 WHEN 0 THEN 'NaN' WHEN 1 THEN 'Infinity' WHEN 2 THEN '-Infinity' ELSE g / 7.0 END,
+        g % 2 = 0, g / 100.0, g * 1234.000001 - 1e6, 'c' || (g % 100), 'vc' || g, CASE WHEN g % 9 = 0 THEN NULL WHEN g % 13 = 0 THEN '' ELSE 'text ' || g END,
+        CASE WHEN g % 97 = 0 THEN (SELECT string_agg(md5((g * 1000 + s)::text), '') FROM generate_series(1, 200) s)
+             WHEN g % 89 = 0 THEN repeat('compressible ', 1000) END,
+        CASE WHEN g % 5 = 0 THEN NULL ELSE decode(md5(g::text), 'hex') END, date '2020-01-01' + g, timestamp '2020-01-01' + g * interval '1 minute',
+        timestamptz '2020-01-01 00:00+00' + g * interval '1 second', md5(g::text)::uuid, jsonb_build_object('g', g, 'odd', g % 2 = 1),
+        CASE WHEN g % 4 = 0 THEN NULL ELSE ARRAY[g, g + 1, NULL] END
+      FROM generate_series(1, 3000) g" \
+  -c "UPDATE rst_types SET t = t || ' updated', n2 = n2 + 1 WHERE id % 11 = 0" \
+  -c "DELETE FROM rst_types WHERE id % 17 = 0" \
+  -c "CREATE TABLE rst_frozen (a int, b float8, c text) USING scoot" \
+  -c "INSERT INTO rst_frozen SELECT g, g * 1.5, 'f' || g FROM generate_series(1, 200000) g" \
+  -c "SELECT scoot.freeze('rst_frozen')" \
+  -c "CREATE UNLOGGED TABLE rst_unlogged (a int, b text) USING scoot" \
+  -c "INSERT INTO rst_unlogged SELECT g, 'u' || g FROM generate_series(1, 1000) g" >/dev/null || fail "setup of the typed/frozen/unlogged tables failed"
+# dead versions and reused slots in the indexed table
+q -c "INSERT INTO rst_scoot SELECT g, g % 10, 'more ' || g FROM generate_series(101, 20000) g" \
+  -c "UPDATE rst_scoot SET t = t || '+', k = k + 1 WHERE id % 3 = 0" \
+  -c "DELETE FROM rst_scoot WHERE id % 7 = 1" || fail "setup writes failed"
+frozen_before=$(q -c "SELECT blocks FROM scoot.blocks WHERE relation = 'rst_frozen'::regclass AND temperature = 'frozen'")
+[ "${frozen_before:-0}" -gt 0 ] || fail "rst_frozen has no frozen blocks before the restart"
+# a prepared transaction survives a restart like on heap (needs max_prepared_transactions > 0)
+PREP=$(q -c "SHOW max_prepared_transactions")
+if [ "$PREP" -gt 0 ]; then
+  q -c "BEGIN" -c "INSERT INTO rst_plain VALUES (1000, 'prepared')" -c "UPDATE rst_plain SET t = 'prep-upd' WHERE id = 1" \
+    -c "DELETE FROM rst_plain WHERE id = 2" -c "PREPARE TRANSACTION 'rst_gx'" || fail "PREPARE TRANSACTION failed"
+fi
+D1=$(digests)
+
+echo "=== A. clean restart keeps scoot tables"
+lines_before=$(wc -l <"$LOGFILE")
+pgctl restart -m fast || { cat "$WORK/pg_ctl.out"; tail -n 20 "$LOGFILE"; fail "pg_ctl restart failed"; }
+wait_ready
+tail -n +"$((lines_before + 1))" "$LOGFILE" | grep -q "scoot: wrote checkpoint image" || fail "no 'wrote checkpoint image' in the server log"
+tail -n +"$((lines_before + 1))" "$LOGFILE" | grep -q "scoot: loaded checkpoint image" || fail "no 'loaded checkpoint image' in the server log"
+q2 "$WORK/oa" "$WORK/ea" -c "SELECT count(*) FROM rst_scoot" -c "SELECT count(*) FROM rst_plain" || fail "first access after the clean restart failed: $(cat "$WORK/ea")"
+[ -s "$WORK/ea" ] && fail "first access after a clean restart printed messages: $(cat "$WORK/ea")"
+D2=$(digests)
+[ "$D1" = "$D2" ] || fail "contents changed across a clean restart:
+ before: $D1
+ after:  $D2"
+echo "    ok: same rows at the same TIDs ($D2)"
+index_check "after the clean restart"
+echo "    ok: index scans match seq scans"
+r=$(q -c "SELECT loaded_at_start, tables_loaded >= 5, blocks_loaded > 0, load_ms >= 0, checkpoint_lsn = loaded_lsn, bytes > 0, written_at > now() - interval '1 hour' FROM scoot.checkpoints")
+[ "$r" = "t|t|t|t|t|t|t" ] || fail "scoot.checkpoints after the clean restart: '$r'"
+frozen_after=$(q -c "SELECT blocks FROM scoot.blocks WHERE relation = 'rst_frozen'::regclass AND temperature = 'frozen'")
+[ "$frozen_after" = "$frozen_before" ] || fail "frozen blocks of rst_frozen: $frozen_before before, '$frozen_after' after the restart"
+echo "    ok: scoot.checkpoints, frozen blocks stay frozen ($frozen_after)"
+if [ "$PREP" -gt 0 ]; then
+  r=$(q -c "SELECT gid FROM pg_prepared_xacts WHERE gid = 'rst_gx'")
+  [ "$r" = rst_gx ] || fail "prepared transaction lost in the restart"
+  r=$(q -c "SELECT count(*) FILTER (WHERE id = 1000) || '|' || count(*) FILTER (WHERE t = 'prep-upd') || '|' || count(*) FILTER (WHERE id = 2) FROM rst_plain")
+  [ "$r" = "0|0|1" ] || fail "the prepared transaction's changes are visible before COMMIT PREPARED: '$r'"
+  q -c "COMMIT PREPARED 'rst_gx'" || fail "COMMIT PREPARED after the restart failed"
+  r=$(q -c "SELECT count(*) FILTER (WHERE id = 1000) || '|' || count(*) FILTER (WHERE t = 'prep-upd') || '|' || count(*) FILTER (WHERE id = 2) FROM rst_plain")
+  [ "$r" = "1|1|0" ] || fail "after COMMIT PREPARED: '$r', want 1|1|0"
+  echo "    ok: prepared transaction committed after the restart"
+fi
+# writes go on; keys that exist must still be duplicates, new TIDs never clash with old ones
+if q -c "INSERT INTO rst_scoot VALUES (3, 0, 'dup')" >/dev/null 2>&1; then fail "duplicate key 3 accepted after the restart"; fi
+q -c "INSERT INTO rst_scoot SELECT g, g % 10, 'after ' || g FROM generate_series(20001, 25000) g" \
+  -c "UPDATE rst_scoot SET t = t || '!' WHERE id % 10 = 0" -c "DELETE FROM rst_scoot WHERE id % 11 = 5" \
+  -c "UPDATE rst_types SET t = 'thawed' WHERE id < 50" -c "UPDATE rst_frozen SET c = 'thawed' WHERE a % 50000 = 0" \
+  -c "VACUUM rst_scoot" || fail "writes after the clean restart failed"
+r=$(q -c "SELECT count(*) = count(DISTINCT ctid) FROM rst_scoot")
+[ "$r" = t ] || fail "two rows share a TID after the restart"
+index_check "after writes"
+D3=$(digests)
+echo "    ok: writes after the restart"
+
+echo "--- a second clean restart keeps the newer contents"
+pgctl stop -m fast || fail "pg_ctl stop failed"
+pgctl start || { cat "$WORK/pg_ctl.out"; fail "pg_ctl start failed"; }
+wait_ready
+D4=$(digests)
+[ "$D3" = "$D4" ] || fail "contents changed across the second clean restart:
+ before: $D3
+ after:  $D4"
+index_check "after the second restart"
+echo "    ok"
+
+echo "=== B. a crash empties scoot tables (no scoot WAL yet)"
+q -c "DELETE FROM rst_scoot" -c "INSERT INTO rst_scoot SELECT g, g % 10, 'before ' || g FROM generate_series(1, 100) g" \
+  -c "DELETE FROM rst_plain" -c "INSERT INTO rst_plain SELECT g, 'before ' || g FROM generate_series(1, 50) g" || fail "refill failed"
+[ "$(q -c 'SELECT count(*) FROM rst_scoot')" = 100 ] || fail "rst_scoot does not have 100 rows before the crash"
+lines_before=$(wc -l <"$LOGFILE")
+echo "--- crashing the server (pg_ctl stop -m immediate; data directory $DATADIR)"
+pgctl stop -m immediate || { cat "$WORK/pg_ctl.out"; fail "pg_ctl stop -m immediate failed"; }
+pgctl start || { cat "$WORK/pg_ctl.out"; tail -n 20 "$LOGFILE"; fail "pg_ctl start after the crash failed"; }
+wait_ready
+tail -n +"$((lines_before + 1))" "$LOGFILE" | grep -q "scoot: ignoring checkpoint image .*did not shut down cleanly" ||
+  fail "the stale image was not reported as ignored: $(tail -n +"$((lines_before + 1))" "$LOGFILE" | grep scoot)"
+r=$(q -c "SELECT loaded_at_start FROM scoot.checkpoints")
+[ "$r" = f ] || fail "scoot.checkpoints says an image was loaded after a crash"
 
 echo "--- a table without indexes: one WARNING, then empty and usable"
 q2 "$WORK/o1" "$WORK/e1" -c "SELECT count(*) FROM rst_plain" -c "SELECT count(*) FROM rst_plain" ||
@@ -128,4 +256,31 @@ echo "--- heap table kept its rows"
 r=$(q -c "SELECT count(*), sum(id), min(t COLLATE \"C\") FROM rst_heap") || fail "heap select failed"
 [ "$r" = "100|5050|before 1" ] || fail "rst_heap after the restart: '$r', want '100|5050|before 1'"
 echo "    ok"
+
+echo "=== C. a damaged image stops the server start with a clear error"
+q -c "INSERT INTO rst_plain SELECT g, 'c ' || g FROM generate_series(1, 5000) g" || fail "insert before C failed"
+pgctl stop -m fast || fail "pg_ctl stop failed"
+IMG=$DATADIR/pg_scoot/arena.img
+[ -s "$IMG" ] || fail "no image at $IMG after a clean shutdown"
+python3 - "$IMG" <<'PY' || fail "could not damage the image"
+import os, sys
+p = sys.argv[1]
+n = os.path.getsize(p) * 2 // 3
+with open(p, "r+b") as f:
+    f.seek(n); b = f.read(1); f.seek(n); f.write(bytes([b[0] ^ 0x10]))
+PY
+lines_before=$(wc -l <"$LOGFILE")
+if pgctl start; then fail "the server started with a damaged checkpoint image"; fi
+tail -n +"$((lines_before + 1))" "$LOGFILE" | grep -q "FATAL: .*scoot: .*checkpoint image pg_scoot/arena.img" ||
+  fail "no FATAL naming the image: $(tail -n +"$((lines_before + 1))" "$LOGFILE" | tail -n 5)"
+tail -n +"$((lines_before + 1))" "$LOGFILE" | grep -q "HINT: .*move pg_scoot/arena.img out of the data directory" ||
+  fail "no HINT about moving the image away"
+echo "    ok: FATAL + HINT"
+mv "$IMG" "$WORK/damaged.img"
+pgctl start || { cat "$WORK/pg_ctl.out"; tail -n 20 "$LOGFILE"; fail "pg_ctl start without the image failed"; }
+wait_ready
+q2 "$WORK/oc" "$WORK/ec" -c "SELECT count(*) FROM rst_plain" || fail "access after moving the image away failed: $(cat "$WORK/ec")"
+grep -q "$WARN" "$WORK/ec" || fail "no '$WARN' WARNING after starting without the image"
+[ "$(cat "$WORK/oc")" = 0 ] || fail "rst_plain has rows after starting without the image"
+echo "    ok: starts without the image; the tables report their lost rows"
 echo "PASS"

@@ -117,6 +117,12 @@ pub struct ArenaCtl {
     pub freezes: AtomicU64,
     pub thaws: AtomicU64,
     pub freeze_ns: AtomicU64,
+    /// The checkpoint image loaded at this start (see `wal::checkpoint_image`; 0: none): its
+    /// checkpoint LSN, tables, blocks and load time.
+    pub image_lsn: AtomicU64,
+    pub image_tables: AtomicU64,
+    pub image_blocks: AtomicU64,
+    pub image_load_us: AtomicU64,
 }
 
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();
@@ -394,6 +400,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
         if !found {
             init_ctl();
         }
+        let fresh = !found;
         let mut cfound = false;
         let cp = pg_sys::ShmemInitStruct(
             c"pg_scoot snapshot pages".as_ptr(),
@@ -416,11 +423,22 @@ unsafe extern "C-unwind" fn shmem_startup() {
             );
         }
         pg_sys::LWLockRelease(init_lock);
+        if fresh {
+            // the durability layer sits above storage; it registered itself at preload time
+            if let Some(f) = ON_INITIALISED {
+                f();
+            }
+        }
     }
 }
 
+/// Called once the control region of a new incarnation is initialised, in the process that
+/// created it (set by `_PG_init`; `wal` restores a checkpoint image there).
+pub static mut ON_INITIALISED: Option<fn()> = None;
+
 /// (Re)initialises the control region: every block free, every table forgotten. After a crash
-/// restart this also throws the old arena contents away (they are not durable yet).
+/// restart this also throws the old arena contents away (`wal::checkpoint_image` refills the
+/// arena from an image after a clean shutdown).
 unsafe fn init_ctl() {
     unsafe {
         std::ptr::write_bytes(CTL as *mut u8, 0, ctl_size());
@@ -532,6 +550,27 @@ pub fn alloc_block(t: TableRef) -> (u32, u32) {
     }
     c.blocks_allocated_total.fetch_add(1, Ordering::Relaxed);
     (b, lb)
+}
+
+/// Start-up only (no other process exists yet): takes a free block for local block `lb` of `t`,
+/// which a checkpoint image is about to fill. The caller restores the descriptor's persistent
+/// fields; the per-incarnation ones (snapshot epochs) start fresh.
+pub fn restore_block(t: TableRef, lb: u32) -> u32 {
+    let c = ctl();
+    let top = c.free_top.load(Ordering::Relaxed);
+    assert!(top != NO_BLOCK, "restore_block: arena full (checked by the caller)");
+    let d = block_desc(top);
+    c.free_top
+        .store(d.next_free.load(Ordering::Relaxed), Ordering::Relaxed);
+    c.nfree_blocks.fetch_sub(1, Ordering::Relaxed);
+    map().insert(t.id, lb, top);
+    d.born.store(0, Ordering::Relaxed);
+    d.saved_tag.store(0, Ordering::Relaxed);
+    d.armed.store(0, Ordering::Relaxed);
+    d.zombie.store(0, Ordering::Relaxed);
+    d.owner.store(t.owner(), Ordering::Release);
+    c.blocks_allocated_total.fetch_add(1, Ordering::Relaxed);
+    top
 }
 
 /// Returns block `b` of table `t` to the arena. Caller holds the block's lock exclusively (or owns

@@ -12,8 +12,9 @@
 //! bitmap scans and ANALYZE (which PostgreSQL issues for every TID page) land inside the file.
 //!
 //! An entry also remembers that this server incarnation knows the table: a relation whose
-//! relfilenode has no entry was created before the last restart and lost its rows (durability is
-//! a later issue), which `resolve` reports with a WARNING once.
+//! relfilenode has no entry was created before the last restart and lost its rows (a crash or an
+//! immediate shutdown: only a clean shutdown writes the checkpoint image that `wal` loads at the
+//! next start), which `resolve` reports with a WARNING once.
 use crate::ffi;
 use crate::storage::arena::{self, LwGuard};
 use pgrx::pg_sys;
@@ -174,6 +175,34 @@ pub fn create(key: &RelKey, relid: u32) -> TableRef {
     );
 }
 
+/// Start-up only: recreates the entry of a table from a checkpoint image (its blocks follow with
+/// `arena::restore_block`, then `restore_done`).
+pub fn restore_entry(
+    key: &RelKey,
+    relid: u32,
+    var_mask: u64,
+    rows_inserted: u64,
+    needs_truncate: bool,
+) -> TableRef {
+    let t = create(key, relid);
+    let e = t.entry();
+    e.var_mask.store(var_mask, Ordering::Relaxed);
+    e.rows_inserted.store(rows_inserted, Ordering::Relaxed);
+    e.needs_truncate
+        .store(needs_truncate as u32, Ordering::Relaxed);
+    t
+}
+
+/// Start-up only: the blocks of `t` are restored; sets the counters derived from them.
+pub fn restore_done(t: TableRef, nlocal: u32, tid_pages: u32) {
+    let e = t.entry();
+    let n = (0..nlocal).filter(|&lb| arena_block(t, lb).is_some()).count();
+    e.nblocks.store(n as u32, Ordering::Relaxed);
+    e.nlocal.store(nlocal, Ordering::Release);
+    e.local_hint.store(0, Ordering::Relaxed);
+    e.tid_pages.store(tid_pages, Ordering::Release);
+}
+
 /// Forgets an entry (its blocks must already be freed).
 pub fn remove(t: TableRef) {
     let _g = LwGuard::exclusive(&arena::ctl().dir_lock as *const _ as *mut _);
@@ -248,7 +277,7 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
                         "scoot table \"{}\" lost its rows in a server restart",
                         ffi::rel_name(rel)
                     ),
-                    "scoot keeps table contents in server memory only (durability is not implemented yet): a restart empties scoot tables, and CREATE DATABASE ... TEMPLATE does not copy their rows."
+                    "scoot writes table contents to disk only at a clean shutdown (a checkpoint image; the scoot WAL is not implemented yet): a crash, an immediate shutdown or a damaged image empties scoot tables, and CREATE DATABASE ... TEMPLATE does not copy their rows."
                 );
                 t
             }
@@ -278,7 +307,7 @@ fn check_not_stale(rel: pg_sys::Relation, t: TableRef) {
         crate::ffi::error_hint(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!("scoot table \"{name}\" lost its rows in a server restart and its indexes still reference them"),
-            format!("Run TRUNCATE {name}; to reset the table and its indexes (durability is not implemented yet)."),
+            format!("Run TRUNCATE {name}; to reset the table and its indexes (scoot rows survive only clean shutdowns so far)."),
         );
     }
 }

@@ -1,0 +1,638 @@
+//! Checkpoint images: every scoot table's blocks in one file, `$PGDATA/pg_scoot/arena.img`.
+//!
+//! ```text
+//! file header   magic "SCOOTIMG", image version, block format version, block size, tables,
+//!               system identifier, checkpoint LSN, written at; CRC
+//! per table     key (tablespace, database, relfilenode), relid, var_mask, counters, blocks; CRC
+//!   per block   local number + the block descriptor's persistent fields; CRC over these and
+//!               the payload; payload = bytes [0, fixed_end) and [var_low, block_size)
+//! trailer       "END!", total blocks, CRC
+//! ```
+//! The writer goes to `arena.img.tmp`, fsyncs it, renames it over `arena.img` and fsyncs the
+//! directory, so a crash while writing leaves the previous image (which the checkpoint LSN check
+//! then refuses, as it must: it is older than the data). The reader checks every CRC; a damaged
+//! image that *should* be loaded stops the server start with a clear error instead of silently
+//! starting with empty tables.
+//!
+//! The encoding of headers is plain Rust over byte vectors (`Enc`/`Dec`); only the callers touch
+//! the arena and PostgreSQL.
+use crate::storage::arena::{self, BlockDesc};
+use crate::storage::block;
+use crate::storage::tabledir::{self, RelKey};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::sync::atomic::Ordering;
+
+pub const DIR: &str = "pg_scoot";
+pub const FILE: &str = "pg_scoot/arena.img";
+const TMP: &str = "pg_scoot/arena.img.tmp";
+
+const MAGIC: u64 = u64::from_le_bytes(*b"SCOOTIMG");
+const IMAGE_VERSION: u32 = 1;
+const TAG_TABLE: u32 = u32::from_le_bytes(*b"TABL");
+const TAG_BLOCK: u32 = u32::from_le_bytes(*b"BLCK");
+const TAG_END: u32 = u32::from_le_bytes(*b"END!");
+
+/// What `pg_control` says (the fields this module needs; layout of PostgreSQL 15's
+/// `ControlFileData`, which starts system_identifier u64, pg_control_version u32,
+/// catalog_version_no u32, state u32, pad, time i64, checkPoint u64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Control {
+    pub system_identifier: u64,
+    pub state: u32,
+    pub checkpoint: u64,
+}
+
+/// `DBState::DB_SHUTDOWNED`: the last shutdown checkpoint completed and nothing ran since.
+pub const DB_SHUTDOWNED: u32 = 1;
+
+pub fn read_control() -> Result<Control, String> {
+    let mut f = File::open("global/pg_control").map_err(|e| format!("global/pg_control: {e}"))?;
+    let mut b = [0u8; 40];
+    f.read_exact(&mut b)
+        .map_err(|e| format!("global/pg_control: {e}"))?;
+    let mut d = Dec::new(&b);
+    let system_identifier = d.u64();
+    let _version = d.u32();
+    let _catalog = d.u32();
+    let state = d.u32();
+    let _pad = d.u32();
+    let _time = d.u64();
+    let checkpoint = d.u64();
+    Ok(Control {
+        system_identifier,
+        state,
+        checkpoint,
+    })
+}
+
+/// Little-endian encoder of header records.
+pub struct Enc(pub Vec<u8>);
+impl Enc {
+    pub fn new() -> Enc {
+        Enc(Vec::with_capacity(128))
+    }
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    /// Appends the CRC of everything so far (and of `payload` parts hashed by the caller).
+    pub fn seal(&mut self, h: crc32fast::Hasher) -> &[u8] {
+        let mut h = h;
+        h.update(&self.0);
+        let c = h.finalize();
+        self.u32(c);
+        &self.0
+    }
+}
+
+impl Default for Enc {
+    fn default() -> Self {
+        Enc::new()
+    }
+}
+
+/// Little-endian decoder (the caller sized the buffer).
+pub struct Dec<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+impl<'a> Dec<'a> {
+    pub fn new(b: &'a [u8]) -> Dec<'a> {
+        Dec { b, at: 0 }
+    }
+    pub fn u32(&mut self) -> u32 {
+        let v = u32::from_le_bytes(self.b[self.at..self.at + 4].try_into().unwrap());
+        self.at += 4;
+        v
+    }
+    pub fn u64(&mut self) -> u64 {
+        let v = u64::from_le_bytes(self.b[self.at..self.at + 8].try_into().unwrap());
+        self.at += 8;
+        v
+    }
+}
+
+const HEADER_LEN: usize = 8 + 4 * 4 + 8 * 3 + 4;
+const TABLE_LEN: usize = 4 + 4 * 4 + 4 + 8 + 8 + 4 * 4 + 4;
+const BLOCK_LEN: usize = 4 + 4 * 12 + 8 + 4;
+const END_LEN: usize = 4 + 8 + 4;
+
+/// Persistent fields of a block descriptor (everything else is per-incarnation state).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockMeta {
+    pub local: u32,
+    pub hwm: u32,
+    pub nfree: u32,
+    pub capacity: u32,
+    pub free_hint: u32,
+    pub var_low: u32,
+    pub var_dead: u32,
+    pub fixed_end: u32,
+    pub ndead: u32,
+    pub obsolete: u32,
+    pub vis_xid: u32,
+    pub temp: u32,
+    pub layout_sig: u64,
+}
+
+impl BlockMeta {
+    fn of(d: &BlockDesc) -> BlockMeta {
+        BlockMeta {
+            local: d.local.load(Ordering::Relaxed),
+            hwm: d.hwm.load(Ordering::Relaxed),
+            nfree: d.nfree.load(Ordering::Relaxed),
+            capacity: d.capacity.load(Ordering::Relaxed),
+            free_hint: d.free_hint.load(Ordering::Relaxed),
+            var_low: d.var_low.load(Ordering::Relaxed),
+            var_dead: d.var_dead.load(Ordering::Relaxed),
+            fixed_end: d.fixed_end.load(Ordering::Relaxed),
+            ndead: d.ndead.load(Ordering::Relaxed),
+            obsolete: d.obsolete.load(Ordering::Relaxed),
+            vis_xid: d.vis_xid.load(Ordering::Relaxed),
+            temp: d.temp.load(Ordering::Relaxed),
+            layout_sig: d.layout_sig.load(Ordering::Relaxed),
+        }
+    }
+    fn apply(&self, d: &BlockDesc) {
+        d.local.store(self.local, Ordering::Relaxed);
+        d.hwm.store(self.hwm, Ordering::Relaxed);
+        d.nfree.store(self.nfree, Ordering::Relaxed);
+        d.capacity.store(self.capacity, Ordering::Relaxed);
+        d.free_hint.store(self.free_hint, Ordering::Relaxed);
+        d.var_low.store(self.var_low, Ordering::Relaxed);
+        d.var_dead.store(self.var_dead, Ordering::Relaxed);
+        d.fixed_end.store(self.fixed_end, Ordering::Relaxed);
+        d.ndead.store(self.ndead, Ordering::Relaxed);
+        d.obsolete.store(self.obsolete, Ordering::Relaxed);
+        d.vis_xid.store(self.vis_xid, Ordering::Relaxed);
+        d.temp.store(self.temp, Ordering::Relaxed);
+        d.layout_sig.store(self.layout_sig, Ordering::Relaxed);
+    }
+    fn encode(&self) -> Enc {
+        let mut e = Enc::new();
+        e.u32(TAG_BLOCK)
+            .u32(self.local)
+            .u32(self.hwm)
+            .u32(self.nfree)
+            .u32(self.capacity)
+            .u32(self.free_hint)
+            .u32(self.var_low)
+            .u32(self.var_dead)
+            .u32(self.fixed_end)
+            .u32(self.ndead)
+            .u32(self.obsolete)
+            .u32(self.vis_xid)
+            .u32(self.temp)
+            .u64(self.layout_sig);
+        e
+    }
+    fn decode(b: &[u8]) -> (u32, BlockMeta) {
+        let mut d = Dec::new(b);
+        let tag = d.u32();
+        let m = BlockMeta {
+            local: d.u32(),
+            hwm: d.u32(),
+            nfree: d.u32(),
+            capacity: d.u32(),
+            free_hint: d.u32(),
+            var_low: d.u32(),
+            var_dead: d.u32(),
+            fixed_end: d.u32(),
+            ndead: d.u32(),
+            obsolete: d.u32(),
+            vis_xid: d.u32(),
+            temp: d.u32(),
+            layout_sig: d.u64(),
+        };
+        (tag, m)
+    }
+    /// The payload ranges are inside the block and do not overlap.
+    fn sane(&self, block_size: u32) -> bool {
+        self.fixed_end as usize >= std::mem::size_of::<block::BlockHeader>()
+            && self.fixed_end <= self.var_low
+            && self.var_low <= block_size
+            && self.hwm <= self.capacity
+    }
+}
+
+/// Per-table record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableMeta {
+    pub key: RelKey,
+    pub relid: u32,
+    pub var_mask: u64,
+    pub rows_inserted: u64,
+    pub needs_truncate: u32,
+    pub nblocks: u32,
+    pub nlocal: u32,
+    pub tid_pages: u32,
+}
+
+impl TableMeta {
+    fn encode(&self) -> Enc {
+        let mut e = Enc::new();
+        e.u32(TAG_TABLE)
+            .u32(self.key.spc)
+            .u32(self.key.db)
+            .u32(self.key.rel)
+            .u32(self.key.backend as u32)
+            .u32(self.relid)
+            .u64(self.var_mask)
+            .u64(self.rows_inserted)
+            .u32(self.needs_truncate)
+            .u32(self.nblocks)
+            .u32(self.nlocal)
+            .u32(self.tid_pages);
+        e
+    }
+    fn decode(b: &[u8]) -> (u32, TableMeta) {
+        let mut d = Dec::new(b);
+        let tag = d.u32();
+        let key = RelKey {
+            spc: d.u32(),
+            db: d.u32(),
+            rel: d.u32(),
+            backend: d.u32() as i32,
+        };
+        let m = TableMeta {
+            key,
+            relid: d.u32(),
+            var_mask: d.u64(),
+            rows_inserted: d.u64(),
+            needs_truncate: d.u32(),
+            nblocks: d.u32(),
+            nlocal: d.u32(),
+            tid_pages: d.u32(),
+        };
+        (tag, m)
+    }
+}
+
+fn crc_ok(rec: &[u8], payload: &[&[u8]]) -> bool {
+    let n = rec.len() - 4;
+    let mut h = crc32fast::Hasher::new();
+    for p in payload {
+        h.update(p);
+    }
+    h.update(&rec[..n]);
+    h.finalize() == u32::from_le_bytes(rec[n..].try_into().unwrap())
+}
+
+// ------------------------------------------------------------------ writing
+
+/// Tables whose rows an image keeps: permanent and unlogged ones (temporary tables die with
+/// their sessions).
+fn persistent_tables() -> Vec<(tabledir::TableRef, RelKey, u32)> {
+    tabledir::all()
+        .into_iter()
+        .filter(|(_, k, _)| k.backend < 0)
+        .collect()
+}
+
+/// Writes the image after a clean shutdown (all backends gone, the shutdown checkpoint done).
+/// Never raises: a failure is logged and leaves the previous image (which the next start will
+/// not load: its checkpoint is older).
+pub fn write_at_shutdown() {
+    if !arena::is_ready() {
+        return;
+    }
+    let ctl = match read_control() {
+        Ok(c) => c,
+        Err(e) => {
+            log(&format!("scoot: no checkpoint image written: {e}"));
+            return;
+        }
+    };
+    if ctl.state != DB_SHUTDOWNED {
+        log("scoot: no checkpoint image written: the server did not shut down cleanly");
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    match write_image(&ctl) {
+        Ok((tables, blocks, bytes)) => log(&format!(
+            "scoot: wrote checkpoint image {FILE}: {tables} tables, {blocks} blocks, {} MB at checkpoint {:X}/{:X} in {} ms",
+            bytes >> 20,
+            ctl.checkpoint >> 32,
+            ctl.checkpoint as u32,
+            t0.elapsed().as_millis()
+        )),
+        Err(e) => {
+            let _ = std::fs::remove_file(TMP);
+            warn(&format!(
+                "scoot: could not write the checkpoint image {FILE}: {e}; the rows of scoot tables are lost at the next start"
+            ));
+        }
+    }
+}
+
+fn write_image(ctl: &Control) -> std::io::Result<(u32, u64, u64)> {
+    std::fs::create_dir_all(DIR)?;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(TMP)?;
+    let mut w = BufWriter::with_capacity(4 << 20, f);
+    let bs = arena::block_size() as u32;
+    let tables = persistent_tables();
+    let mut e = Enc::new();
+    e.u64(MAGIC)
+        .u32(IMAGE_VERSION)
+        .u32(block::FORMAT_VERSION as u32)
+        .u32(bs)
+        .u32(tables.len() as u32)
+        .u64(ctl.system_identifier)
+        .u64(ctl.checkpoint)
+        .u64(unsafe { pg_sys::GetCurrentTimestamp() } as u64);
+    w.write_all(e.seal(crc32fast::Hasher::new()))?;
+    let mut nblocks: u64 = 0;
+    let mut bytes: u64 = HEADER_LEN as u64;
+    for (t, key, relid) in &tables {
+        let blocks = tabledir::blocks_of(*t);
+        let en = t.entry();
+        let tm = TableMeta {
+            key: *key,
+            relid: *relid,
+            var_mask: en.var_mask.load(Ordering::Relaxed),
+            rows_inserted: en.rows_inserted.load(Ordering::Relaxed),
+            needs_truncate: en.needs_truncate.load(Ordering::Relaxed),
+            nblocks: blocks.len() as u32,
+            nlocal: tabledir::nlocal(*t),
+            tid_pages: tabledir::tid_pages(*t),
+        };
+        w.write_all(tm.encode().seal(crc32fast::Hasher::new()))?;
+        bytes += TABLE_LEN as u64;
+        for (_lb, b) in blocks {
+            let m = BlockMeta::of(arena::block_desc(b));
+            if !m.sane(bs) {
+                return Err(std::io::Error::other(format!(
+                    "block {b} of relfilenode {} has an inconsistent descriptor {m:?}",
+                    key.rel
+                )));
+            }
+            let (head, tail) = unsafe {
+                let p = arena::block_ptr(b);
+                (
+                    std::slice::from_raw_parts(p, m.fixed_end as usize),
+                    std::slice::from_raw_parts(
+                        p.add(m.var_low as usize),
+                        (bs - m.var_low) as usize,
+                    ),
+                )
+            };
+            let mut h = crc32fast::Hasher::new();
+            h.update(head);
+            h.update(tail);
+            w.write_all(m.encode().seal(h))?;
+            w.write_all(head)?;
+            w.write_all(tail)?;
+            nblocks += 1;
+            bytes += (BLOCK_LEN + head.len() + tail.len()) as u64;
+        }
+    }
+    let mut e = Enc::new();
+    e.u32(TAG_END).u64(nblocks);
+    w.write_all(e.seal(crc32fast::Hasher::new()))?;
+    bytes += END_LEN as u64;
+    let f = w.into_inner().map_err(|e| e.into_error())?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(TMP, FILE)?;
+    File::open(DIR)?.sync_all()?;
+    Ok((tables.len() as u32, nblocks, bytes))
+}
+
+// ------------------------------------------------------------------ loading
+
+/// Loads the image into the freshly initialised arena when it belongs to this start: same
+/// system, and `pg_control` says the server shut down cleanly at exactly the image's checkpoint.
+/// Otherwise the image is stale (a crash or an immediate shutdown happened after it was
+/// written, so the tables changed since) and is ignored: the tables come back empty and are
+/// reported as before. A valid-looking image that cannot be read stops the server (FATAL).
+pub fn load_at_startup() {
+    let Ok(f) = File::open(FILE) else {
+        return;
+    };
+    let ctl = match read_control() {
+        Ok(c) => c,
+        Err(e) => fatal(format!("scoot: cannot read pg_control to validate {FILE}: {e}")),
+    };
+    let t0 = std::time::Instant::now();
+    let mut r = BufReader::with_capacity(4 << 20, f);
+    let mut hb = [0u8; HEADER_LEN];
+    if let Err(e) = r.read_exact(&mut hb) {
+        fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
+    }
+    let mut d = Dec::new(&hb);
+    let magic = d.u64();
+    let version = d.u32();
+    let fmt = d.u32();
+    let bs = d.u32();
+    let ntables = d.u32();
+    let sysid = d.u64();
+    let lsn = d.u64();
+    let _at = d.u64();
+    if magic != MAGIC || !crc_ok(&hb, &[]) {
+        fatal(format!("scoot: {FILE} is not a valid checkpoint image (bad header)"));
+    }
+    if sysid != ctl.system_identifier {
+        log(&format!(
+            "scoot: ignoring checkpoint image {FILE}: it was written by another database system (system identifier {sysid})"
+        ));
+        return;
+    }
+    if ctl.state != DB_SHUTDOWNED || ctl.checkpoint != lsn {
+        log(&format!(
+            "scoot: ignoring checkpoint image {FILE} of checkpoint {:X}/{:X}: the server did not shut down cleanly after it was written (pg_control: state {}, checkpoint {:X}/{:X}); scoot tables lost their rows",
+            lsn >> 32,
+            lsn as u32,
+            ctl.state,
+            ctl.checkpoint >> 32,
+            ctl.checkpoint as u32
+        ));
+        return;
+    }
+    if version != IMAGE_VERSION || fmt != block::FORMAT_VERSION as u32 {
+        fatal(format!(
+            "scoot: checkpoint image {FILE} has image version {version} / block format {fmt}, this pg_scoot reads {IMAGE_VERSION} / {}",
+            block::FORMAT_VERSION
+        ));
+    }
+    if bs as usize != arena::block_size() {
+        fatal(format!(
+            "scoot: checkpoint image {FILE} has blocks of {} kB but scoot.block_size is {} kB",
+            bs / 1024,
+            arena::block_size() / 1024
+        ));
+    }
+    let mut tables = 0u32;
+    let mut blocks = 0u64;
+    let mut tb = [0u8; TABLE_LEN];
+    let mut bb = [0u8; BLOCK_LEN];
+    for _ in 0..ntables {
+        if let Err(e) = r.read_exact(&mut tb) {
+            fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
+        }
+        let (tag, tm) = TableMeta::decode(&tb);
+        if tag != TAG_TABLE || !crc_ok(&tb, &[]) {
+            fatal(format!("scoot: checkpoint image {FILE} is damaged (table record {tables})"));
+        }
+        // a table dropped with its database while the entry lingered: skip its blocks
+        let keep = relation_file_exists(&tm.key);
+        let t = if keep {
+            if arena::ctl().nfree_blocks.load(Ordering::Relaxed) < tm.nblocks {
+                fatal(format!(
+                    "scoot: checkpoint image {FILE} needs more blocks than scoot.arena_size holds ({} MB)",
+                    arena::ctl().arena_bytes >> 20
+                ));
+            }
+            Some(tabledir::restore_entry(&tm.key, tm.relid, tm.var_mask, tm.rows_inserted, tm.needs_truncate != 0))
+        } else {
+            None
+        };
+        for _ in 0..tm.nblocks {
+            if let Err(e) = r.read_exact(&mut bb) {
+                fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
+            }
+            let (tag, m) = BlockMeta::decode(&bb);
+            if tag != TAG_BLOCK || !m.sane(bs) {
+                fatal(format!("scoot: checkpoint image {FILE} is damaged (block record of relfilenode {})", tm.key.rel));
+            }
+            let head_len = m.fixed_end as usize;
+            let tail_len = (bs - m.var_low) as usize;
+            match t {
+                Some(t) => {
+                    let b = arena::restore_block(t, m.local);
+                    let (head, tail) = unsafe {
+                        let p = arena::block_ptr(b);
+                        (
+                            std::slice::from_raw_parts_mut(p, head_len),
+                            std::slice::from_raw_parts_mut(p.add(m.var_low as usize), tail_len),
+                        )
+                    };
+                    if let Err(e) = r.read_exact(head).and_then(|_| r.read_exact(tail)) {
+                        fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
+                    }
+                    if !crc_ok(&bb, &[head, tail]) {
+                        fatal(format!(
+                            "scoot: checksum mismatch in checkpoint image {FILE} (block {} of relfilenode {})",
+                            m.local, tm.key.rel
+                        ));
+                    }
+                    m.apply(arena::block_desc(b));
+                    blocks += 1;
+                }
+                None => {
+                    let mut skip = vec![0u8; head_len + tail_len];
+                    if let Err(e) = r.read_exact(&mut skip) {
+                        fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
+                    }
+                }
+            }
+        }
+        if let Some(t) = t {
+            tabledir::restore_done(t, tm.nlocal, tm.tid_pages);
+            tables += 1;
+        }
+    }
+    let mut eb = [0u8; END_LEN];
+    if let Err(e) = r.read_exact(&mut eb) {
+        fatal(format!("scoot: checkpoint image {FILE} is truncated (no trailer): {e}"));
+    }
+    let mut d = Dec::new(&eb);
+    if d.u32() != TAG_END || !crc_ok(&eb, &[]) {
+        fatal(format!("scoot: checkpoint image {FILE} is damaged (trailer)"));
+    }
+    let c = arena::ctl();
+    c.image_lsn.store(lsn, Ordering::Relaxed);
+    c.image_tables.store(tables as u64, Ordering::Relaxed);
+    c.image_blocks.store(blocks, Ordering::Relaxed);
+    c.image_load_us
+        .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    log(&format!(
+        "scoot: loaded checkpoint image {FILE} of checkpoint {:X}/{:X}: {tables} tables, {blocks} blocks in {} ms",
+        lsn >> 32,
+        lsn as u32,
+        t0.elapsed().as_millis()
+    ));
+}
+
+fn relation_file_exists(key: &RelKey) -> bool {
+    let path = unsafe {
+        let p = pg_sys::GetRelationPath(
+            key.db.into(),
+            key.spc.into(),
+            key.rel.into(),
+            key.backend,
+            pg_sys::ForkNumber::MAIN_FORKNUM,
+        );
+        let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+        pg_sys::pfree(p as *mut std::ffi::c_void);
+        s
+    };
+    std::path::Path::new(&path).exists()
+}
+
+fn log(msg: &str) {
+    ereport!(PgLogLevel::LOG, PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg.to_string());
+}
+
+fn warn(msg: &str) {
+    ereport!(PgLogLevel::WARNING, PgSqlErrorCode::ERRCODE_WARNING, msg.to_string());
+}
+
+fn fatal(msg: String) -> ! {
+    pgrx::pg_sys::panic::ErrorReport::new(PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, msg, "pg_scoot")
+        .set_hint(format!(
+            "Fix the cause, or move {FILE} out of the data directory to start with empty scoot tables (their rows are then lost)."
+        ))
+        .report(PgLogLevel::FATAL);
+    unreachable!()
+}
+
+/// The image file on disk, as its header describes it (for `scoot.checkpoints`).
+pub struct OnDisk {
+    pub bytes: u64,
+    pub checkpoint: u64,
+    pub written_at: i64,
+    pub tables: u32,
+    pub valid_header: bool,
+}
+
+pub fn on_disk() -> Option<OnDisk> {
+    let mut f = File::open(FILE).ok()?;
+    let bytes = f.metadata().ok()?.len();
+    let mut hb = [0u8; HEADER_LEN];
+    if f.read_exact(&mut hb).is_err() {
+        return Some(OnDisk {
+            bytes,
+            checkpoint: 0,
+            written_at: 0,
+            tables: 0,
+            valid_header: false,
+        });
+    }
+    let mut d = Dec::new(&hb);
+    let magic = d.u64();
+    let _v = d.u32();
+    let _f = d.u32();
+    let _bs = d.u32();
+    let tables = d.u32();
+    let _sys = d.u64();
+    let checkpoint = d.u64();
+    let written_at = d.u64() as i64;
+    Some(OnDisk {
+        bytes,
+        checkpoint,
+        written_at,
+        tables,
+        valid_header: magic == MAGIC && crc_ok(&hb, &[]),
+    })
+}
