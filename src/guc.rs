@@ -36,6 +36,8 @@ pub static UFFD_WRITER_RESOLVES: GucSetting<bool> = GucSetting::<bool>::new(true
 
 /// `scoot.custom_scan`: the planner may read scoot tables with the ScootScan custom scan.
 pub static CUSTOM_SCAN: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// Developer self check of the scoot WAL (see `storage::changes`).
+pub static WAL_CHECK: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 /// `scoot.agg_pushdown`: with `scoot.custom_scan`, aggregates over one scoot table may be
 /// computed a block at a time by the ScootAgg custom scan.
@@ -61,6 +63,14 @@ pub fn define() {
         0,
         19,
         GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.wal_check",
+        c"Developer check: report block bytes a modification changed without logging them.",
+        c"Copies each block when a backend locks it for writing and compares it at release against the ranges the scoot WAL record carries (slow; for tests).",
+        &WAL_CHECK,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_bool_guc(

@@ -15,8 +15,8 @@
 //!                statements read one). `storage/cow.rs` is its write side.
 //! - `am/`      — the TableAmRoutine callbacks (scans, index fetch, modify, DDL, vacuum), reading
 //!                live blocks or a snapshot image.
-//! - `wal/`     — durability: checkpoint images of the arena written at a clean shutdown and
-//!                loaded at the next start (the scoot WAL comes later).
+//! - `wal/`     — durability: the scoot WAL (a custom resource manager logging what `modify`
+//!                changed), checkpoint images of the arena, crash recovery, the WAL-keeping slot.
 //! - `views`    — `scoot.arena` and other observability functions.
 //! - `guc`      — the `scoot.*` settings; `ffi` — the thin unsafe layer (declarations pgrx lacks).
 #![allow(clippy::missing_safety_doc)]
@@ -55,6 +55,7 @@ pub extern "C-unwind" fn _PG_init() {
         guc::define();
         storage::arena::install_hooks();
         storage::arena::ON_INITIALISED = Some(wal::on_arena_initialised);
+        wal::install();
         txn::xact::install_hooks(am::is_scoot);
         snapshot::install(am::is_scoot);
         exec::install();

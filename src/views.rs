@@ -181,6 +181,10 @@ fn checkpoints_info() -> TableIterator<
         name!(tables_loaded, i64),
         name!(blocks_loaded, i64),
         name!(load_ms, Option<f64>),
+        name!(base_lsn, Option<String>),
+        name!(crash_recovered, bool),
+        name!(redo_records, i64),
+        name!(redo_ms, Option<f64>),
     ),
 > {
     crate::ensure_preloaded();
@@ -199,6 +203,11 @@ fn checkpoints_info() -> TableIterator<
         c.image_tables.load(Ordering::Relaxed) as i64,
         c.image_blocks.load(Ordering::Relaxed) as i64,
         (loaded != 0).then(|| c.image_load_us.load(Ordering::Relaxed) as f64 / 1e3),
+        (c.base_valid.load(Ordering::Acquire) != 0).then(|| lsn(c.base_lsn.load(Ordering::Relaxed))),
+        c.crash_recovered.load(Ordering::Relaxed) != 0,
+        c.redo_records.load(Ordering::Relaxed) as i64,
+        (c.crash_recovered.load(Ordering::Relaxed) != 0)
+            .then(|| c.redo_us.load(Ordering::Relaxed) as f64 / 1e3),
     ))
 }
 
@@ -230,9 +239,12 @@ extension_sql!(
 CREATE VIEW checkpoints AS
     SELECT image, bytes, checkpoint_lsn::pg_lsn AS checkpoint_lsn,
            timestamptz '2000-01-01 00:00:00+00' + written_at_us * interval '1 microsecond' AS written_at,
-           loaded_at_start, loaded_lsn::pg_lsn AS loaded_lsn, tables_loaded, blocks_loaded, load_ms
+           loaded_at_start, loaded_lsn::pg_lsn AS loaded_lsn, tables_loaded, blocks_loaded, load_ms,
+           base_lsn::pg_lsn AS recovery_base_lsn,
+           pg_wal_lsn_diff(pg_current_wal_insert_lsn(), base_lsn::pg_lsn)::bigint AS wal_retained_bytes,
+           crash_recovered, redo_records, redo_ms
     FROM checkpoints_info();
-COMMENT ON VIEW checkpoints IS 'scoot checkpoint image: the file written at the last clean shutdown (size, checkpoint LSN, time) and what this server start loaded from it';
+COMMENT ON VIEW checkpoints IS 'scoot durability: the checkpoint image on disk (size, checkpoint LSN, time), what this start loaded, the recovery base (image LSN) and the WAL kept since it, and the crash recovery of this start (scoot WAL records replayed, time)';
 "#,
     name = "checkpoint_views",
     requires = [checkpoints_info]

@@ -36,7 +36,7 @@ pub unsafe extern "C-unwind" fn relation_set_new_filenode(
         pg_sys::smgrclose(srel);
         let newkey = tabledir::key_of_node(&*newrnode, (*rel).rd_backend);
         let oldkey = tabledir::key_of_rel(rel);
-        tabledir::create(&newkey, (*rel).rd_id.into());
+        tabledir::create(&newkey, (*rel).rd_id.into(), persistence as u8);
         xact::drop_on_abort(newkey);
         if oldkey != newkey && tabledir::lookup(&oldkey).is_some() {
             // TRUNCATE / rewrite: PostgreSQL unlinks the old relfilenode at commit, so do we

@@ -5,6 +5,13 @@ pub mod guard;
 use pgrx::pg_sys;
 
 extern "C-unwind" {
+    /// xlogutils.c's WAL segment callbacks, as raw C functions (for an `XLogReaderRoutine`).
+    pub fn wal_segment_open(
+        state: *mut pg_sys::XLogReaderState,
+        next_seg_no: pg_sys::XLogSegNo,
+        tli_p: *mut pg_sys::TimeLineID,
+    );
+    pub fn wal_segment_close(state: *mut pg_sys::XLogReaderState);
     pub fn PredicateLockRelation(relation: pg_sys::Relation, snapshot: pg_sys::Snapshot);
     pub fn PredicateLockTID(
         relation: pg_sys::Relation,

@@ -94,6 +94,8 @@ pub extern "C-unwind" fn scoot_olap_worker_main(_arg: pg_sys::Datum) {
         pg_sys::LWLockRelease(lock);
         pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(0));
     }
+    // keep the WAL crash recovery replays onto the last checkpoint image
+    crate::wal::slot::retain_from_base();
     cow::set_horizon_exempt(true);
     abandon_all(true);
 

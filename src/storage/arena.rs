@@ -123,6 +123,15 @@ pub struct ArenaCtl {
     pub image_tables: AtomicU64,
     pub image_blocks: AtomicU64,
     pub image_load_us: AtomicU64,
+    /// The base crash recovery replays the scoot WAL onto: the checkpoint image stamped
+    /// `base_lsn` (valid only when `base_valid` is 1; see `wal`).
+    pub base_lsn: AtomicU64,
+    pub base_valid: AtomicU32,
+    /// Scoot WAL records applied by the last crash recovery, and its duration.
+    pub redo_records: AtomicU64,
+    pub redo_us: AtomicU64,
+    /// This start ran crash recovery (PostgreSQL reset unlogged relations, indexes included).
+    pub crash_recovered: AtomicU32,
 }
 
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();

@@ -669,6 +669,7 @@ fn preserve_page_by(p: u32, writer: bool) {
 /// traps this process's writes to it.
 #[inline]
 pub fn before_write(ptr: *const u8, len: usize) {
+    crate::storage::changes::note(ptr, len);
     if !is_ready() {
         return;
     }

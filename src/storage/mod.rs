@@ -1,11 +1,13 @@
 //! Storage layer: *where do tuples live*. The shared arena and its block descriptors (`arena`), the
 //! PAX block format (`block`), the table directory (`tabledir`), converting executor rows to and
 //! from block rows (`row`) and the slot type rows are returned in (`slot`), and the one
-//! modification layer every block change goes through (`modify`). Nothing here knows about transactions beyond the version header fields.
+//! modification layer every block change goes through (`modify`), which announces each change to
+//! the WAL capture (`changes`). Nothing here knows about transactions beyond the version header fields.
 pub mod arena;
 pub mod batch;
 pub mod block;
 pub mod blockmap;
+pub mod changes;
 pub mod cow;
 pub mod encoding;
 pub mod filter;

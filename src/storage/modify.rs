@@ -13,6 +13,7 @@
 //! exclusive lock before freeing any chain member, so a reader inside a chain never finds a
 //! member freed under it.
 use crate::storage::arena::{self, BlockDesc, LwGuard};
+use crate::storage::changes;
 use crate::storage::block::infomask::*;
 use crate::storage::block::*;
 use crate::storage::cow;
@@ -31,9 +32,45 @@ pub struct Locked {
     pub ab: u32,
     pub desc: &'static BlockDesc,
     pub blk: BlockRef,
+    /// The table whose WAL record this exclusive lock writes at release (see `changes`).
+    cap: Option<TableRef>,
     _g: LwGuard,
     /// exclusive locks are taken inside a write section (see `cow`); dropped after the lock
     _section: Option<cow::Section_>,
+}
+
+/// Starts collecting a logged table's changes of block `b` (exclusive lock just taken).
+#[inline]
+fn capture(t: TableRef, b: u32) -> Option<TableRef> {
+    if changes::logging() && t.logged() {
+        changes::begin(b);
+        Some(t)
+    } else {
+        None
+    }
+}
+
+impl Drop for Locked {
+    /// Still holding the lock and the write section: the WAL record goes in before anyone can
+    /// see or change the block, and before a snapshot gate can close on the change.
+    fn drop(&mut self) {
+        if let Some(t) = self.cap.take() {
+            let (ranges, missed) = changes::end(self.ab);
+            if !missed.is_empty() {
+                pgrx::warning!(
+                    "scoot.wal_check: block {} of relfilenode {}: bytes changed without being announced to the WAL: {:?}",
+                    self.lb,
+                    t.entry().key.rel,
+                    &missed[..missed.len().min(8)]
+                );
+            }
+            if !ranges.is_empty() {
+                if let Some(f) = unsafe { changes::LOG_BLOCK } {
+                    f(t, self.lb, self.ab, &ranges);
+                }
+            }
+        }
+    }
 }
 
 impl Locked {
@@ -100,6 +137,7 @@ pub fn lock(t: TableRef, lb: u32, exclusive: bool) -> Option<Locked> {
         blk: BlockRef {
             base: arena::block_ptr(b),
         },
+        cap: if exclusive { capture(t, b) } else { None },
         _g: g,
         _section: section,
     })
@@ -128,6 +166,7 @@ fn try_lock_exclusive(t: TableRef, lb: u32, b: u32) -> Option<Locked> {
         blk: BlockRef {
             base: arena::block_ptr(b),
         },
+        cap: capture(t, b),
         _g: g,
         _section: Some(section),
     })
@@ -175,6 +214,13 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
     if room < var_need {
         let hwm = l.hwm();
         let low = d.var_low.load(Ordering::Relaxed) as usize;
+        // compaction moves values and rewrites their (offset, length) entries
+        for i in 0..l.blk.natts() {
+            let c = *l.blk.col(i);
+            if c.kind == KIND_VAR || c.kind == KIND_CSTRING {
+                cow::before_write(l.blk.value_ptr(&c, 0), hwm as usize * c.width as usize);
+            }
+        }
         cow::before_write(unsafe { l.blk.base.add(low) }, arena::block_size() - low);
         let low = l.blk.compact_var(hwm, arena::block_size() as u32, |s| {
             l.row(s).state() == ST_NORMAL
@@ -213,6 +259,7 @@ fn new_block(t: TableRef, layout: &Layout) -> Locked {
     let (b, lb) = arena::alloc_block(t);
     let desc = arena::block_desc(b);
     let g = desc.exclusive();
+    let cap = capture(t, b);
     cow::before_write(arena::block_ptr(b), layout.fixed_end as usize);
     let blk = BlockRef {
         base: arena::block_ptr(b),
@@ -235,6 +282,7 @@ fn new_block(t: TableRef, layout: &Layout) -> Locked {
         ab: b,
         desc,
         blk,
+        cap,
         _g: g,
         _section: Some(section),
     }
@@ -475,6 +523,11 @@ pub fn free_slot(l: &Locked, s: u32) {
 /// Frees every block of a table (TRUNCATE of a new relfilenode, DROP at commit). The relation
 /// file goes away with the relfilenode, so its size is left alone.
 pub fn free_all_blocks(t: TableRef) {
+    if changes::logging() && t.logged() {
+        if let Some(f) = unsafe { changes::LOG_FREE_ALL } {
+            f(t);
+        }
+    }
     let owner = t.owner();
     for b in 0..arena::nblocks() {
         let d = arena::block_desc(b);
@@ -512,8 +565,20 @@ pub fn recompute_zones(l: &Locked) {
 }
 
 /// Frees a block whose slots are all free (VACUUM). Caller holds it exclusively via `l`.
-pub fn release_empty_block(t: TableRef, l: Locked) {
+pub fn release_empty_block(t: TableRef, mut l: Locked) {
     if l.desc.nfree.load(Ordering::Relaxed) == l.hwm() {
+        // the block's last changes, then its release (redo frees it after applying them)
+        if let Some(ct) = l.cap.take() {
+            let (ranges, _) = changes::end(l.ab);
+            if !ranges.is_empty() {
+                if let Some(f) = unsafe { changes::LOG_BLOCK } {
+                    f(ct, l.lb, l.ab, &ranges);
+                }
+            }
+            if let Some(f) = unsafe { changes::LOG_FREE } {
+                f(ct, l.lb);
+            }
+        }
         arena::free_block(t, l.ab, true);
         t.entry().nblocks.fetch_sub(1, Ordering::Relaxed);
         let _ = t.entry().insert_hint.compare_exchange(

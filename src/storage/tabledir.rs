@@ -58,6 +58,8 @@ pub struct TableEntry {
     /// access until TRUNCATE gives it a new relfilenode with empty indexes.
     pub needs_truncate: AtomicU32,
     pub rows_inserted: AtomicU64,
+    /// `relpersistence` of the relation (`b'p'`, `b'u'`, `b't'`): only permanent tables write WAL.
+    pub persistence: AtomicU32,
 }
 
 pub fn entry_size() -> usize {
@@ -86,6 +88,11 @@ pub struct TableRef {
 }
 
 impl TableRef {
+    /// Does the table write WAL (a permanent table)?
+    #[inline]
+    pub fn logged(&self) -> bool {
+        entry(self.id).persistence.load(Ordering::Relaxed) == b'p' as u32
+    }
     #[inline]
     pub fn owner(&self) -> u64 {
         arena::owner_word(self.id, self.gen)
@@ -142,7 +149,7 @@ pub fn lookup(key: &RelKey) -> Option<TableRef> {
 }
 
 /// Creates (or returns the existing) entry for `key`.
-pub fn create(key: &RelKey, relid: u32) -> TableRef {
+pub fn create(key: &RelKey, relid: u32, persistence: u8) -> TableRef {
     let _g = LwGuard::exclusive(&arena::ctl().dir_lock as *const _ as *mut _);
     if let Some(t) = find_locked(key) {
         return t;
@@ -163,6 +170,7 @@ pub fn create(key: &RelKey, relid: u32) -> TableRef {
             e.relid.store(relid, Ordering::Relaxed);
             e.rows_inserted.store(0, Ordering::Relaxed);
             e.needs_truncate.store(0, Ordering::Relaxed);
+            e.persistence.store(persistence as u32, Ordering::Relaxed);
             e.state.store(E_USED, Ordering::Release);
             return TableRef { id, gen };
         }
@@ -183,8 +191,9 @@ pub fn restore_entry(
     var_mask: u64,
     rows_inserted: u64,
     needs_truncate: bool,
+    persistence: u8,
 ) -> TableRef {
-    let t = create(key, relid);
+    let t = create(key, relid, persistence);
     let e = t.entry();
     e.var_mask.store(var_mask, Ordering::Relaxed);
     e.rows_inserted.store(rows_inserted, Ordering::Relaxed);
@@ -214,6 +223,11 @@ pub fn remove(t: TableRef) {
 
 /// Points an entry at another relfilenode (ALTER TABLE SET TABLESPACE keeps the rows in place).
 pub fn rekey(t: TableRef, key: &RelKey) {
+    if crate::storage::changes::logging() && t.logged() {
+        if let Some(f) = unsafe { crate::storage::changes::LOG_REKEY } {
+            f(&t.entry().key, key);
+        }
+    }
     {
         let _g = LwGuard::exclusive(&arena::ctl().dir_lock as *const _ as *mut _);
         entry(t.id).key = *key;
@@ -263,8 +277,15 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
         }
         let t = match lookup(&key) {
             Some(t) => t,
+            None if (*(*rel).rd_rel).relpersistence as u8 == b'u'
+                && arena::ctl().crash_recovered.load(Ordering::Acquire) != 0 =>
+            {
+                // an unlogged table after a crash: empty, as on heap (PostgreSQL reset its
+                // indexes from their init forks)
+                create(&key, (*rel).rd_id.into(), b'u')
+            }
             None => {
-                let t = create(&key, (*rel).rd_id.into());
+                let t = create(&key, (*rel).rd_id.into(), (*(*rel).rd_rel).relpersistence as u8);
                 // the file still has the size the lost rows spanned
                 sync_file_size(t);
                 if (*(*rel).rd_rel).relhasindex {
@@ -277,7 +298,7 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
                         "scoot table \"{}\" lost its rows in a server restart",
                         ffi::rel_name(rel)
                     ),
-                    "scoot writes table contents to disk only at a clean shutdown (a checkpoint image; the scoot WAL is not implemented yet): a crash, an immediate shutdown or a damaged image empties scoot tables, and CREATE DATABASE ... TEMPLATE does not copy their rows."
+                    "The server started without a checkpoint image holding this table (pg_scoot/arena.img was missing, moved away or not usable, or the table was copied by CREATE DATABASE ... TEMPLATE, which does not copy scoot rows); see the server log."
                 );
                 t
             }
@@ -307,7 +328,7 @@ fn check_not_stale(rel: pg_sys::Relation, t: TableRef) {
         crate::ffi::error_hint(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!("scoot table \"{name}\" lost its rows in a server restart and its indexes still reference them"),
-            format!("Run TRUNCATE {name}; to reset the table and its indexes (scoot rows survive only clean shutdowns so far)."),
+            format!("Run TRUNCATE {name}; to reset the table and its indexes."),
         );
     }
 }

@@ -30,7 +30,7 @@ pub const FILE: &str = "pg_scoot/arena.img";
 const TMP: &str = "pg_scoot/arena.img.tmp";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"SCOOTIMG");
-const IMAGE_VERSION: u32 = 1;
+const IMAGE_VERSION: u32 = 2;
 const TAG_TABLE: u32 = u32::from_le_bytes(*b"TABL");
 const TAG_BLOCK: u32 = u32::from_le_bytes(*b"BLCK");
 const TAG_END: u32 = u32::from_le_bytes(*b"END!");
@@ -43,6 +43,9 @@ pub struct Control {
     pub system_identifier: u64,
     pub state: u32,
     pub checkpoint: u64,
+    /// The last checkpoint's REDO pointer (where crash recovery starts) and timeline.
+    pub redo: u64,
+    pub tli: u32,
 }
 
 /// `DBState::DB_SHUTDOWNED`: the last shutdown checkpoint completed and nothing ran since.
@@ -50,7 +53,7 @@ pub const DB_SHUTDOWNED: u32 = 1;
 
 pub fn read_control() -> Result<Control, String> {
     let mut f = File::open("global/pg_control").map_err(|e| format!("global/pg_control: {e}"))?;
-    let mut b = [0u8; 40];
+    let mut b = [0u8; 52];
     f.read_exact(&mut b)
         .map_err(|e| format!("global/pg_control: {e}"))?;
     let mut d = Dec::new(&b);
@@ -61,10 +64,14 @@ pub fn read_control() -> Result<Control, String> {
     let _pad = d.u32();
     let _time = d.u64();
     let checkpoint = d.u64();
+    let redo = d.u64();
+    let tli = d.u32();
     Ok(Control {
         system_identifier,
         state,
         checkpoint,
+        redo,
+        tli,
     })
 }
 
@@ -120,7 +127,7 @@ impl<'a> Dec<'a> {
 }
 
 const HEADER_LEN: usize = 8 + 4 * 4 + 8 * 3 + 4;
-const TABLE_LEN: usize = 4 + 4 * 4 + 4 + 8 + 8 + 4 * 4 + 4;
+const TABLE_LEN: usize = 4 + 4 * 4 + 4 + 8 + 8 + 4 * 5 + 4;
 const BLOCK_LEN: usize = 4 + 4 * 12 + 8 + 4;
 const END_LEN: usize = 4 + 8 + 4;
 
@@ -143,7 +150,41 @@ pub struct BlockMeta {
 }
 
 impl BlockMeta {
-    fn of(d: &BlockDesc) -> BlockMeta {
+    /// Encoded size of the fields (without a record tag or CRC).
+    pub const FIELDS_LEN: usize = 4 * 12 + 8;
+    pub fn encode_fields(&self, e: &mut Enc) {
+        e.u32(self.local)
+            .u32(self.hwm)
+            .u32(self.nfree)
+            .u32(self.capacity)
+            .u32(self.free_hint)
+            .u32(self.var_low)
+            .u32(self.var_dead)
+            .u32(self.fixed_end)
+            .u32(self.ndead)
+            .u32(self.obsolete)
+            .u32(self.vis_xid)
+            .u32(self.temp)
+            .u64(self.layout_sig);
+    }
+    pub fn decode_fields(d: &mut Dec) -> BlockMeta {
+        BlockMeta {
+            local: d.u32(),
+            hwm: d.u32(),
+            nfree: d.u32(),
+            capacity: d.u32(),
+            free_hint: d.u32(),
+            var_low: d.u32(),
+            var_dead: d.u32(),
+            fixed_end: d.u32(),
+            ndead: d.u32(),
+            obsolete: d.u32(),
+            vis_xid: d.u32(),
+            temp: d.u32(),
+            layout_sig: d.u64(),
+        }
+    }
+    pub fn of(d: &BlockDesc) -> BlockMeta {
         BlockMeta {
             local: d.local.load(Ordering::Relaxed),
             hwm: d.hwm.load(Ordering::Relaxed),
@@ -160,7 +201,7 @@ impl BlockMeta {
             layout_sig: d.layout_sig.load(Ordering::Relaxed),
         }
     }
-    fn apply(&self, d: &BlockDesc) {
+    pub fn apply(&self, d: &BlockDesc) {
         d.local.store(self.local, Ordering::Relaxed);
         d.hwm.store(self.hwm, Ordering::Relaxed);
         d.nfree.store(self.nfree, Ordering::Relaxed);
@@ -177,44 +218,17 @@ impl BlockMeta {
     }
     fn encode(&self) -> Enc {
         let mut e = Enc::new();
-        e.u32(TAG_BLOCK)
-            .u32(self.local)
-            .u32(self.hwm)
-            .u32(self.nfree)
-            .u32(self.capacity)
-            .u32(self.free_hint)
-            .u32(self.var_low)
-            .u32(self.var_dead)
-            .u32(self.fixed_end)
-            .u32(self.ndead)
-            .u32(self.obsolete)
-            .u32(self.vis_xid)
-            .u32(self.temp)
-            .u64(self.layout_sig);
+        e.u32(TAG_BLOCK);
+        self.encode_fields(&mut e);
         e
     }
     fn decode(b: &[u8]) -> (u32, BlockMeta) {
         let mut d = Dec::new(b);
         let tag = d.u32();
-        let m = BlockMeta {
-            local: d.u32(),
-            hwm: d.u32(),
-            nfree: d.u32(),
-            capacity: d.u32(),
-            free_hint: d.u32(),
-            var_low: d.u32(),
-            var_dead: d.u32(),
-            fixed_end: d.u32(),
-            ndead: d.u32(),
-            obsolete: d.u32(),
-            vis_xid: d.u32(),
-            temp: d.u32(),
-            layout_sig: d.u64(),
-        };
-        (tag, m)
+        (tag, BlockMeta::decode_fields(&mut d))
     }
     /// The payload ranges are inside the block and do not overlap.
-    fn sane(&self, block_size: u32) -> bool {
+    pub fn sane(&self, block_size: u32) -> bool {
         self.fixed_end as usize >= std::mem::size_of::<block::BlockHeader>()
             && self.fixed_end <= self.var_low
             && self.var_low <= block_size
@@ -233,6 +247,7 @@ pub struct TableMeta {
     pub nblocks: u32,
     pub nlocal: u32,
     pub tid_pages: u32,
+    pub persistence: u32,
 }
 
 impl TableMeta {
@@ -249,7 +264,8 @@ impl TableMeta {
             .u32(self.needs_truncate)
             .u32(self.nblocks)
             .u32(self.nlocal)
-            .u32(self.tid_pages);
+            .u32(self.tid_pages)
+            .u32(self.persistence);
         e
     }
     fn decode(b: &[u8]) -> (u32, TableMeta) {
@@ -270,6 +286,7 @@ impl TableMeta {
             nblocks: d.u32(),
             nlocal: d.u32(),
             tid_pages: d.u32(),
+            persistence: d.u32(),
         };
         (tag, m)
     }
@@ -332,6 +349,18 @@ pub fn write_at_shutdown() {
     }
 }
 
+/// Writes an image of the arena stamped `lsn` (the arena must not change meanwhile: all other
+/// processes are gone, or none exist yet).
+pub fn write_image_at(sysid: u64, lsn: u64) -> std::io::Result<(u32, u64, u64)> {
+    write_image(&Control {
+        system_identifier: sysid,
+        state: 0,
+        checkpoint: lsn,
+        redo: lsn,
+        tli: 0,
+    })
+}
+
 fn write_image(ctl: &Control) -> std::io::Result<(u32, u64, u64)> {
     std::fs::create_dir_all(DIR)?;
     let f = std::fs::OpenOptions::new()
@@ -366,6 +395,7 @@ fn write_image(ctl: &Control) -> std::io::Result<(u32, u64, u64)> {
             nblocks: blocks.len() as u32,
             nlocal: tabledir::nlocal(*t),
             tid_pages: tabledir::tid_pages(*t),
+            persistence: en.persistence.load(Ordering::Relaxed),
         };
         w.write_all(tm.encode().seal(crc32fast::Hasher::new()))?;
         bytes += TABLE_LEN as u64;
@@ -417,12 +447,16 @@ fn write_image(ctl: &Control) -> std::io::Result<(u32, u64, u64)> {
 /// written, so the tables changed since) and is ignored: the tables come back empty and are
 /// reported as before. A valid-looking image that cannot be read stops the server (FATAL).
 pub fn load_at_startup() {
-    let Ok(f) = File::open(FILE) else {
-        return;
-    };
     let ctl = match read_control() {
         Ok(c) => c,
-        Err(e) => fatal(format!("scoot: cannot read pg_control to validate {FILE}: {e}")),
+        Err(e) => fatal(format!("scoot: cannot read pg_control: {e}")),
+    };
+    let clean = ctl.state == DB_SHUTDOWNED;
+    let Ok(f) = File::open(FILE) else {
+        if clean {
+            new_base(&ctl, "no checkpoint image");
+        }
+        return;
     };
     let t0 = std::time::Instant::now();
     let mut r = BufReader::with_capacity(4 << 20, f);
@@ -446,17 +480,24 @@ pub fn load_at_startup() {
         log(&format!(
             "scoot: ignoring checkpoint image {FILE}: it was written by another database system (system identifier {sysid})"
         ));
+        if clean {
+            new_base(&ctl, "a foreign checkpoint image");
+        }
         return;
     }
-    if ctl.state != DB_SHUTDOWNED || ctl.checkpoint != lsn {
+    // after a crash the image is the base that recovery replays the scoot WAL onto (from its
+    // LSN: the WAL since then is kept by the replication slot); after a clean shutdown it must
+    // be the image of that very shutdown, since no recovery will run
+    let for_recovery = !clean;
+    if clean && ctl.checkpoint != lsn {
         log(&format!(
-            "scoot: ignoring checkpoint image {FILE} of checkpoint {:X}/{:X}: the server did not shut down cleanly after it was written (pg_control: state {}, checkpoint {:X}/{:X}); scoot tables lost their rows",
+            "scoot: ignoring checkpoint image {FILE} of checkpoint {:X}/{:X}: the server shut down at checkpoint {:X}/{:X} without writing a newer one; scoot tables lost their rows",
             lsn >> 32,
             lsn as u32,
-            ctl.state,
             ctl.checkpoint >> 32,
             ctl.checkpoint as u32
         ));
+        new_base(&ctl, "a stale checkpoint image");
         return;
     }
     if version != IMAGE_VERSION || fmt != block::FORMAT_VERSION as u32 {
@@ -485,7 +526,13 @@ pub fn load_at_startup() {
             fatal(format!("scoot: checkpoint image {FILE} is damaged (table record {tables})"));
         }
         // a table dropped with its database while the entry lingered: skip its blocks
-        let keep = relation_file_exists(&tm.key);
+        let exists = relation_file_exists(&tm.key);
+        // after a crash unlogged tables are empty (as on heap, whose init fork resets them)
+        let unlogged_reset = for_recovery && tm.persistence != b'p' as u32;
+        let keep = exists && !unlogged_reset;
+        if exists && unlogged_reset {
+            tabledir::restore_entry(&tm.key, tm.relid, tm.var_mask, 0, false, tm.persistence as u8);
+        }
         let t = if keep {
             if arena::ctl().nfree_blocks.load(Ordering::Relaxed) < tm.nblocks {
                 fatal(format!(
@@ -493,7 +540,14 @@ pub fn load_at_startup() {
                     arena::ctl().arena_bytes >> 20
                 ));
             }
-            Some(tabledir::restore_entry(&tm.key, tm.relid, tm.var_mask, tm.rows_inserted, tm.needs_truncate != 0))
+            Some(tabledir::restore_entry(
+                &tm.key,
+                tm.relid,
+                tm.var_mask,
+                tm.rows_inserted,
+                tm.needs_truncate != 0,
+                tm.persistence as u8,
+            ))
         } else {
             None
         };
@@ -551,20 +605,38 @@ pub fn load_at_startup() {
         fatal(format!("scoot: checkpoint image {FILE} is damaged (trailer)"));
     }
     let c = arena::ctl();
+    c.base_lsn.store(lsn, Ordering::Relaxed);
+    c.base_valid.store(1, Ordering::Release);
     c.image_lsn.store(lsn, Ordering::Relaxed);
     c.image_tables.store(tables as u64, Ordering::Relaxed);
     c.image_blocks.store(blocks, Ordering::Relaxed);
     c.image_load_us
         .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
     log(&format!(
-        "scoot: loaded checkpoint image {FILE} of checkpoint {:X}/{:X}: {tables} tables, {blocks} blocks in {} ms",
+        "scoot: loaded checkpoint image {FILE} of checkpoint {:X}/{:X}: {tables} tables, {blocks} blocks in {} ms{}",
         lsn >> 32,
         lsn as u32,
-        t0.elapsed().as_millis()
+        t0.elapsed().as_millis(),
+        if for_recovery { "; crash recovery replays the scoot WAL from there" } else { "" }
     ));
 }
 
-fn relation_file_exists(key: &RelKey) -> bool {
+/// Starts a new recovery base: an image of the (empty) arena stamped with the checkpoint the
+/// server starts from, so that a crash later replays the scoot WAL from there.
+fn new_base(ctl: &Control, why: &str) {
+    match write_image_at(ctl.system_identifier, ctl.checkpoint) {
+        Ok(_) => {
+            let c = arena::ctl();
+            c.base_lsn.store(ctl.checkpoint, Ordering::Relaxed);
+            c.base_valid.store(1, Ordering::Release);
+        }
+        Err(e) => warn(&format!(
+            "scoot: {why}, and could not write a new one ({FILE}: {e}): scoot tables are not crash safe until the next clean shutdown"
+        )),
+    }
+}
+
+pub fn relation_file_exists(key: &RelKey) -> bool {
     let path = unsafe {
         let p = pg_sys::GetRelationPath(
             key.db.into(),

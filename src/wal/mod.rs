@@ -1,18 +1,52 @@
 //! Durability: what makes committed scoot rows outlive the server process.
 //!
-//! Today this layer owns the **checkpoint image** (`checkpoint_image`): at a clean shutdown the
-//! postmaster, the last process alive after PostgreSQL's shutdown checkpoint, writes every scoot
-//! table's blocks to `$PGDATA/pg_scoot/arena.img`, stamped with that checkpoint's WAL position;
-//! the next start loads the image into the fresh arena before any session exists, only when
-//! `pg_control` says the server shut down cleanly at exactly that checkpoint (so nothing can have
-//! changed since). Rows keep their TIDs, so PostgreSQL's (WAL-logged) indexes stay valid.
+//! * **The scoot WAL** (`record`): every change of a permanent scoot table's block is one WAL
+//!   record of PostgreSQL's log, through the custom resource manager `pg_scoot` (id 143). The
+//!   storage layer collects the changed bytes while a block is locked (`storage::changes`) and
+//!   this layer turns them into records, so `synchronous_commit`, group commit and `fsync` work
+//!   for scoot rows exactly as for heap rows (a commit record follows the row's records in the
+//!   log).
+//! * **Checkpoint images** (`checkpoint_image`): `$PGDATA/pg_scoot/arena.img`, the blocks of all
+//!   scoot tables stamped with a WAL position. The postmaster writes one at every clean shutdown
+//!   (after PostgreSQL's shutdown checkpoint); a start after a clean shutdown just loads it.
+//! * **Crash recovery**: the postmaster loads the last image (the *base*) into the fresh arena;
+//!   the startup process then replays the scoot records from the base's LSN up to the point
+//!   PostgreSQL's own redo starts (`rm_startup`, reading the WAL itself), and PostgreSQL's redo
+//!   replays the rest through `rm_redo`. Rows keep their TIDs, so indexes stay valid. The WAL
+//!   since the base is kept by the physical replication slot `pg_scoot_wal` (`slot`).
 //!
-//! Not yet: a scoot WAL resource manager and images taken from OLAP snapshots at every checkpoint
-//! — until then a crash (or `pg_ctl stop -m immediate`) still loses the rows of scoot tables,
-//! which `storage::tabledir::resolve` reports as before.
+//! Not yet: images from OLAP snapshots while the server runs (so WAL is kept since the last
+//! clean shutdown, see README), standbys.
 pub mod checkpoint_image;
+pub mod record;
+pub mod slot;
 
+use crate::storage::{arena, changes, tabledir};
 use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::sync::atomic::Ordering;
+
+/// `_PG_init` (postmaster, preload): registers the resource manager and the storage hooks.
+pub fn install() {
+    unsafe {
+        let rm = Box::leak(Box::new(pg_sys::RmgrData {
+            rm_name: record::RM_NAME.as_ptr(),
+            rm_redo: Some(rm_redo),
+            rm_desc: Some(rm_desc),
+            rm_identify: Some(rm_identify),
+            rm_startup: Some(rm_startup),
+            rm_cleanup: Some(rm_cleanup),
+            rm_mask: None,
+            rm_decode: None,
+        }));
+        pg_sys::RegisterCustomRmgr(record::RM_SCOOT_ID, rm);
+        changes::LOG_BLOCK = Some(record::log_block);
+        changes::LOG_FREE = Some(record::log_free);
+        changes::LOG_FREE_ALL = Some(record::log_free_all);
+        changes::LOG_REKEY = Some(record::log_rekey);
+        changes::CHECK = Some(|| crate::guc::WAL_CHECK.get());
+    }
+}
 
 /// Called from the shared-memory startup hook in the postmaster (or a single-user backend) after
 /// the arena's control region was initialised: loads the image if it is valid for this start,
@@ -34,10 +68,222 @@ pub fn on_arena_initialised() {
     }
 }
 
-#[pgrx::pg_guard]
+#[pg_guard]
 unsafe extern "C-unwind" fn at_postmaster_exit(code: i32, _arg: pg_sys::Datum) {
     // code != 0: a crash restart or an abnormal exit; the arena may be mid-change
     if code == 0 && unsafe { pg_sys::PostmasterPid == libc::getpid() } {
         checkpoint_image::write_at_shutdown();
+    }
+}
+
+// ------------------------------------------------------------------ the resource manager
+
+/// No usable base: this recovery skips scoot records (the tables lose their rows, as reported).
+static mut SKIP_ALL: bool = false;
+static mut BASE_LSN: u64 = 0;
+static mut RECOVERY_START: Option<std::time::Instant> = None;
+
+unsafe fn record_data<'a>(r: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8]) {
+    unsafe {
+        let d = (*r).record;
+        let info = (*d).header.xl_info;
+        let data = if (*d).main_data_len == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts((*d).main_data as *const u8, (*d).main_data_len as usize)
+        };
+        (info, data)
+    }
+}
+
+fn redo_failed(lsn: u64, e: &str) -> ! {
+    crate::ffi::error_hint(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!("scoot: cannot replay the scoot WAL record at {:X}/{:X}: {e}", lsn >> 32, lsn as u32),
+        format!(
+            "Move {} out of the data directory to start with empty scoot tables (their rows are then lost).",
+            checkpoint_image::FILE
+        ),
+    )
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rm_redo(r: *mut pg_sys::XLogReaderState) {
+    unsafe {
+        changes::REPLAYING = true;
+        if SKIP_ALL || (*r).ReadRecPtr < BASE_LSN {
+            return; // no base, or already contained in the base image
+        }
+        let (info, data) = record_data(r);
+        if let Err(e) = record::apply(info, data) {
+            redo_failed((*r).ReadRecPtr, &e);
+        }
+        arena::ctl().redo_records.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rm_desc(buf: pg_sys::StringInfo, r: *mut pg_sys::XLogReaderState) {
+    unsafe {
+        let (info, data) = record_data(r);
+        let s = record::describe(info, data);
+        let c = std::ffi::CString::new(s).unwrap_or_default();
+        pg_sys::appendStringInfoString(buf, c.as_ptr());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rm_identify(info: u8) -> *const std::ffi::c_char {
+    record::identify(info).as_ptr()
+}
+
+/// Start of crash recovery (startup process): replay the scoot records between the base image
+/// and the point PostgreSQL's redo starts from.
+#[pg_guard]
+unsafe extern "C-unwind" fn rm_startup() {
+    unsafe {
+        changes::REPLAYING = true;
+        RECOVERY_START = Some(std::time::Instant::now());
+        let c = arena::ctl();
+        c.crash_recovered.store(1, Ordering::Release);
+        if c.base_valid.load(Ordering::Acquire) == 0 {
+            SKIP_ALL = true;
+            pgrx::log!("scoot: crash recovery without a checkpoint image: scoot WAL records are skipped and scoot tables lose their rows");
+            return;
+        }
+        BASE_LSN = c.base_lsn.load(Ordering::Relaxed);
+        let ctl = match checkpoint_image::read_control() {
+            Ok(c) => c,
+            Err(e) => redo_failed(BASE_LSN, &e),
+        };
+        if BASE_LSN < ctl.redo {
+            let n = replay_range(BASE_LSN, ctl.redo, ctl.tli);
+            pgrx::log!(
+                "scoot: replayed {n} scoot WAL records from the checkpoint image at {:X}/{:X} up to the redo start {:X}/{:X}",
+                BASE_LSN >> 32,
+                BASE_LSN as u32,
+                ctl.redo >> 32,
+                ctl.redo as u32
+            );
+        }
+    }
+}
+
+/// End of recovery: recompute what redo does not maintain (table sizes, counters), forget
+/// tables whose relation files are gone, and start a new base if there was none.
+#[pg_guard]
+unsafe extern "C-unwind" fn rm_cleanup() {
+    unsafe {
+        let c = arena::ctl();
+        for (t, key, _) in tabledir::all() {
+            if !checkpoint_image::relation_file_exists(&key) {
+                for (_lb, b) in tabledir::blocks_of(t) {
+                    arena::free_block(t, b, false);
+                }
+                tabledir::remove(t);
+                continue;
+            }
+            let blocks = tabledir::blocks_of(t);
+            let e = t.entry();
+            e.nblocks.store(blocks.len() as u32, Ordering::Relaxed);
+            e.nlocal
+                .store(blocks.last().map(|x| x.0 + 1).unwrap_or(0), Ordering::Release);
+            e.local_hint.store(0, Ordering::Relaxed);
+            e.insert_hint.store(arena::NO_BLOCK, Ordering::Relaxed);
+            arena::with_alloc_lock(|| tabledir::publish_size(t));
+        }
+        if SKIP_ALL {
+            // the arena is empty: it is the base as of the end of recovery
+            let lsn = pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut());
+            match checkpoint_image::read_control() {
+                Ok(ctl) => match checkpoint_image::write_image_at(ctl.system_identifier, lsn) {
+                    Ok(_) => {
+                        c.base_lsn.store(lsn, Ordering::Relaxed);
+                        c.base_valid.store(1, Ordering::Release);
+                    }
+                    Err(e) => pgrx::warning!("scoot: could not write a new checkpoint image: {e}"),
+                },
+                Err(e) => pgrx::warning!("scoot: {e}"),
+            }
+        }
+        if let Some(t0) = RECOVERY_START {
+            c.redo_us.store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+        }
+        pgrx::log!(
+            "scoot: crash recovery applied {} scoot WAL records",
+            c.redo_records.load(Ordering::Relaxed)
+        );
+        changes::REPLAYING = false;
+    }
+}
+
+static mut READ_TLI: u32 = 0;
+
+#[pg_guard]
+unsafe extern "C-unwind" fn read_page(
+    state: *mut pg_sys::XLogReaderState,
+    target: pg_sys::XLogRecPtr,
+    _req_len: i32,
+    _target_rec: pg_sys::XLogRecPtr,
+    buf: *mut std::ffi::c_char,
+) -> i32 {
+    unsafe {
+        let mut err = pg_sys::WALReadError::default();
+        if pg_sys::WALRead(state, buf, target, pg_sys::XLOG_BLCKSZ as usize, READ_TLI, &mut err) {
+            pg_sys::XLOG_BLCKSZ as i32
+        } else {
+            -1
+        }
+    }
+}
+
+/// Reads the WAL from `from` (a record start) and applies every scoot record before `to`.
+unsafe fn replay_range(from: u64, to: u64, tli: u32) -> u64 {
+    unsafe {
+        READ_TLI = tli;
+        let routine = Box::leak(Box::new(pg_sys::XLogReaderRoutine {
+            page_read: Some(read_page),
+            segment_open: Some(crate::ffi::wal_segment_open),
+            segment_close: Some(crate::ffi::wal_segment_close),
+        }));
+        let reader = pg_sys::XLogReaderAllocate(
+            pg_sys::wal_segment_size,
+            std::ptr::null(),
+            routine,
+            std::ptr::null_mut(),
+        );
+        if reader.is_null() {
+            redo_failed(from, "out of memory allocating a WAL reader");
+        }
+        pg_sys::XLogBeginRead(reader, from);
+        let mut n = 0u64;
+        loop {
+            let mut err: *mut std::ffi::c_char = std::ptr::null_mut();
+            let rec = pg_sys::XLogReadRecord(reader, &mut err);
+            if rec.is_null() {
+                let msg = if err.is_null() {
+                    "no record".to_string()
+                } else {
+                    std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned()
+                };
+                redo_failed(
+                    (*reader).EndRecPtr.max(from),
+                    &format!("the WAL since the checkpoint image is not readable ({msg}); was the replication slot pg_scoot_wal dropped?"),
+                );
+            }
+            if (*reader).ReadRecPtr >= to {
+                break;
+            }
+            if (*rec).xl_rmid == record::RM_SCOOT_ID {
+                let (info, data) = record_data(reader);
+                if let Err(e) = record::apply(info, data) {
+                    redo_failed((*reader).ReadRecPtr, &e);
+                }
+                n += 1;
+                arena::ctl().redo_records.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        pg_sys::XLogReaderFree(reader);
+        n
     }
 }

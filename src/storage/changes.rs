@@ -1,0 +1,186 @@
+//! Which bytes of a block a modification changed: the input of the scoot WAL.
+//!
+//! Every write to the arena is announced by the modification layer (`cow::before_write`, which
+//! calls [`note`]) before it happens. While a backend holds a block exclusively for a WAL-logged
+//! table (`modify::Locked`), the announced ranges of that block are collected here; when the lock
+//! is released, the registered logger (`wal` installs it: a layer above storage) writes one WAL
+//! record with the ranges' *after* images and the block descriptor. Nothing is collected for
+//! unlogged and temporary tables, nor for writes under a shared lock (hint bits, which heap does
+//! not log either).
+//!
+//! `scoot.wal_check` (a developer setting) also copies the block when the capture starts and, at
+//! the end, reports every changed byte that was not announced: the self check that the WAL
+//! carries everything redo needs.
+use crate::storage::arena;
+use crate::storage::tabledir::TableRef;
+
+/// One block being modified under an exclusive lock.
+struct Capture {
+    block: u32,
+    ranges: Vec<(u32, u32)>,
+    before: Option<Vec<u8>>,
+}
+
+static mut ACTIVE: Vec<Capture> = Vec::new();
+static mut NACTIVE: usize = 0;
+
+/// Set by `wal`: writes the record for a block whose exclusive lock is being released.
+/// Arguments: table, local block, arena block, the changed ranges (offset, length; sorted,
+/// disjoint).
+pub static mut LOG_BLOCK: Option<fn(TableRef, u32, u32, &[(u32, u32)])> = None;
+/// Set by `wal`: a block of a table is freed (VACUUM released an empty block).
+pub static mut LOG_FREE: Option<fn(TableRef, u32)> = None;
+/// Set by `wal`: every block of a table is freed (TRUNCATE, DROP at commit, abort of a new
+/// relfilenode).
+pub static mut LOG_FREE_ALL: Option<fn(TableRef)> = None;
+/// Set by `wal`: a table's rows moved to another relfilenode (ALTER TABLE SET TABLESPACE).
+pub static mut LOG_REKEY: Option<fn(&crate::storage::tabledir::RelKey, &crate::storage::tabledir::RelKey)> =
+    None;
+/// Set by `wal`: is the developer self check on?
+pub static mut CHECK: Option<fn() -> bool> = None;
+
+/// Is anything logged at all (the logger is installed and we are not replaying)?
+#[inline]
+pub fn logging() -> bool {
+    unsafe { (*(&raw const LOG_BLOCK)).is_some() && !REPLAYING }
+}
+
+/// Set while the startup process replays scoot WAL (redo writes the arena without logging).
+pub static mut REPLAYING: bool = false;
+
+/// Starts collecting the changes of arena block `b`.
+pub fn begin(b: u32) {
+    unsafe {
+        let active = &mut *(&raw mut ACTIVE);
+        let before = if CHECK.map(|f| f()).unwrap_or(false) {
+            let p = arena::block_ptr(b);
+            Some(std::slice::from_raw_parts(p, arena::block_size()).to_vec())
+        } else {
+            None
+        };
+        active.push(Capture {
+            block: b,
+            ranges: Vec::new(),
+            before,
+        });
+        NACTIVE = active.len();
+    }
+}
+
+/// An announced write of `len` bytes at `ptr`.
+#[inline]
+pub fn note(ptr: *const u8, len: usize) {
+    if unsafe { NACTIVE } == 0 || len == 0 {
+        return;
+    }
+    note_slow(ptr, len);
+}
+
+#[cold]
+fn note_slow(ptr: *const u8, len: usize) {
+    let base = arena::base() as usize;
+    let a = ptr as usize;
+    if a < base || a >= base + arena::bytes() {
+        return;
+    }
+    let bs = arena::block_size();
+    let b = ((a - base) / bs) as u32;
+    let off = ((a - base) % bs) as u32;
+    let len = len.min(bs - off as usize) as u32;
+    unsafe {
+        let active = &mut *(&raw mut ACTIVE);
+        if let Some(c) = active.iter_mut().rev().find(|c| c.block == b) {
+            // writes are usually appended in order or repeat the last range
+            if let Some(last) = c.ranges.last_mut() {
+                if off >= last.0 && off <= last.0 + last.1 {
+                    let end = (off + len).max(last.0 + last.1);
+                    last.1 = end - last.0;
+                    return;
+                }
+            }
+            c.ranges.push((off, len));
+        }
+    }
+}
+
+/// Ends the capture of arena block `b`: the changed ranges, sorted and merged, and (with the
+/// self check) the unannounced changed byte ranges.
+pub fn end(b: u32) -> (Vec<(u32, u32)>, Vec<(u32, u32)>) {
+    unsafe {
+        let active = &mut *(&raw mut ACTIVE);
+        let Some(i) = active.iter().rposition(|c| c.block == b) else {
+            return (Vec::new(), Vec::new());
+        };
+        let c = active.remove(i);
+        NACTIVE = active.len();
+        let ranges = merge(c.ranges);
+        let mut missed = Vec::new();
+        if let Some(before) = c.before {
+            let now = std::slice::from_raw_parts(arena::block_ptr(b), arena::block_size());
+            missed = unannounced(&before, now, &ranges);
+        }
+        (ranges, missed)
+    }
+}
+
+/// Forgets every capture (error recovery: the locks are being released by the abort).
+pub fn reset() {
+    unsafe {
+        (*(&raw mut ACTIVE)).clear();
+        NACTIVE = 0;
+    }
+}
+
+/// Sorts and merges overlapping or adjacent ranges.
+pub fn merge(mut r: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
+    r.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(r.len());
+    for (o, l) in r {
+        if let Some(last) = out.last_mut() {
+            if o <= last.0 + last.1 {
+                let end = (o + l).max(last.0 + last.1);
+                last.1 = end - last.0;
+                continue;
+            }
+        }
+        out.push((o, l));
+    }
+    out
+}
+
+/// Byte ranges that differ between `a` and `b` outside `covered`.
+pub fn unannounced(a: &[u8], b: &[u8], covered: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut i = 0usize;
+    let mut ci = 0usize;
+    let n = a.len().min(b.len());
+    while i < n {
+        while ci < covered.len() && (covered[ci].0 + covered[ci].1) as usize <= i {
+            ci += 1;
+        }
+        if ci < covered.len() && covered[ci].0 as usize <= i {
+            i = (covered[ci].0 + covered[ci].1) as usize;
+            continue;
+        }
+        let stop = if ci < covered.len() {
+            covered[ci].0 as usize
+        } else {
+            n
+        };
+        // compare [i, stop) in 8-byte steps
+        let mut j = i;
+        while j < stop {
+            if a[j] != b[j] {
+                let s = j;
+                while j < stop && a[j] != b[j] {
+                    j += 1;
+                }
+                out.push((s as u32, (j - s) as u32));
+            } else {
+                j += 1;
+            }
+        }
+        i = stop;
+    }
+    out
+}

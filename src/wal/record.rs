@@ -1,0 +1,359 @@
+//! The scoot WAL records: encoding (plain Rust), insertion (`XLogInsert`) and redo.
+//!
+//! One record per exclusive block lock that changed something (`storage::changes`): the table
+//! key, the table-local block number, the block descriptor's persistent fields *after* the
+//! change, and the after-images of the changed byte ranges (runs of zeros are stored as their
+//! length only, so formatting a block logs its header, not its empty regions). Redo copies the
+//! bytes and sets the descriptor: it is idempotent, and the result does not depend on the state
+//! the block had, only on the records before it being applied in order.
+//!
+//! | info | record | redo |
+//! |---|---|---|
+//! | `BLOCK` | key, lb, var_mask, BlockMeta, runs | allocate the block if the table has no block `lb`, copy the runs, set the descriptor |
+//! | `FREE` | key, lb | return the block to the arena |
+//! | `FREE_ALL` | key | free every block of the table (TRUNCATE, DROP) |
+//! | `REKEY` | old key, new key | the table's rows belong to the new relfilenode (SET TABLESPACE) |
+use crate::storage::arena;
+use crate::storage::tabledir::{self, RelKey, TableRef};
+use crate::wal::checkpoint_image::{BlockMeta, Dec, Enc};
+use pgrx::pg_sys;
+use std::sync::atomic::Ordering;
+
+/// The custom resource manager id (PostgreSQL reserves 128..=255 for extensions; 128 is the
+/// "experimental" id, this one is pg_scoot's).
+pub const RM_SCOOT_ID: u8 = 143;
+pub const RM_NAME: &std::ffi::CStr = c"pg_scoot";
+
+pub const XLOG_SCOOT_BLOCK: u8 = 0x00;
+pub const XLOG_SCOOT_FREE: u8 = 0x10;
+pub const XLOG_SCOOT_FREE_ALL: u8 = 0x20;
+pub const XLOG_SCOOT_REKEY: u8 = 0x30;
+pub const INFO_MASK: u8 = 0xF0;
+
+/// A run's length with this bit set: `len` zero bytes (no data follows).
+const ZERO_RUN: u32 = 0x8000_0000;
+/// Zero stretches at least this long inside a range become zero runs.
+const MIN_ZERO_RUN: usize = 64;
+
+fn enc_key(e: &mut Enc, k: &RelKey) {
+    e.u32(k.spc).u32(k.db).u32(k.rel).u32(k.backend as u32);
+}
+
+fn dec_key(d: &mut Dec) -> RelKey {
+    RelKey {
+        spc: d.u32(),
+        db: d.u32(),
+        rel: d.u32(),
+        backend: d.u32() as i32,
+    }
+}
+
+/// Encodes a BLOCK record: `block` is the whole block, `ranges` sorted and disjoint.
+pub fn encode_block(
+    key: &RelKey,
+    lb: u32,
+    var_mask: u64,
+    meta: &BlockMeta,
+    block: &[u8],
+    ranges: &[(u32, u32)],
+) -> Vec<u8> {
+    let mut e = Enc::new();
+    enc_key(&mut e, key);
+    e.u32(lb).u64(var_mask);
+    meta.encode_fields(&mut e);
+    // runs: (offset, length | ZERO_RUN) [+ data]
+    let mut runs: Vec<(u32, u32, bool)> = Vec::with_capacity(ranges.len());
+    for &(off, len) in ranges {
+        split_zero_runs(&block[off as usize..(off + len) as usize], off, &mut runs);
+    }
+    e.u32(runs.len() as u32);
+    let mut out = e.0;
+    let data: usize = runs.iter().filter(|r| !r.2).map(|r| r.1 as usize).sum();
+    out.reserve(runs.len() * 8 + data);
+    for &(off, len, zero) in &runs {
+        out.extend_from_slice(&off.to_le_bytes());
+        out.extend_from_slice(&(if zero { len | ZERO_RUN } else { len }).to_le_bytes());
+        if !zero {
+            out.extend_from_slice(&block[off as usize..(off + len) as usize]);
+        }
+    }
+    out
+}
+
+/// Splits `bytes` (at block offset `off`) into data runs and zero runs of >= MIN_ZERO_RUN.
+pub fn split_zero_runs(bytes: &[u8], off: u32, runs: &mut Vec<(u32, u32, bool)>) {
+    if bytes.len() < 2 * MIN_ZERO_RUN {
+        runs.push((off, bytes.len() as u32, false));
+        return;
+    }
+    let mut i = 0;
+    let mut data_start = 0;
+    let n = bytes.len();
+    while i < n {
+        if bytes[i] != 0 {
+            i += 1;
+            continue;
+        }
+        let z = i;
+        while i < n && bytes[i] == 0 {
+            if i + 8 <= n && bytes[i..i + 8] == [0u8; 8] {
+                i += 8;
+            } else {
+                i += 1;
+            }
+        }
+        if i - z >= MIN_ZERO_RUN {
+            if z > data_start {
+                runs.push((off + data_start as u32, (z - data_start) as u32, false));
+            }
+            runs.push((off + z as u32, (i - z) as u32, true));
+            data_start = i;
+        }
+    }
+    if n > data_start {
+        runs.push((off + data_start as u32, (n - data_start) as u32, false));
+    }
+}
+
+/// A decoded BLOCK record.
+pub struct BlockRec<'a> {
+    pub key: RelKey,
+    pub lb: u32,
+    pub var_mask: u64,
+    pub meta: BlockMeta,
+    /// (offset, length, data: None for a zero run)
+    pub runs: Vec<(u32, u32, Option<&'a [u8]>)>,
+}
+
+pub fn decode_block(b: &[u8]) -> Option<BlockRec<'_>> {
+    let head = 16 + 4 + 8 + BlockMeta::FIELDS_LEN + 4;
+    if b.len() < head {
+        return None;
+    }
+    let mut d = Dec::new(b);
+    let key = dec_key(&mut d);
+    let lb = d.u32();
+    let var_mask = d.u64();
+    let meta = BlockMeta::decode_fields(&mut d);
+    let n = d.u32() as usize;
+    let mut at = head;
+    let mut runs = Vec::with_capacity(n);
+    for _ in 0..n {
+        if at + 8 > b.len() {
+            return None;
+        }
+        let off = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let l = u32::from_le_bytes(b[at + 4..at + 8].try_into().unwrap());
+        at += 8;
+        if l & ZERO_RUN != 0 {
+            runs.push((off, l & !ZERO_RUN, None));
+        } else {
+            let l = l as usize;
+            if at + l > b.len() {
+                return None;
+            }
+            runs.push((off, l as u32, Some(&b[at..at + l])));
+            at += l;
+        }
+    }
+    Some(BlockRec {
+        key,
+        lb,
+        var_mask,
+        meta,
+        runs,
+    })
+}
+
+pub fn encode_key_lb(key: &RelKey, lb: u32) -> Vec<u8> {
+    let mut e = Enc::new();
+    enc_key(&mut e, key);
+    e.u32(lb);
+    e.0
+}
+
+pub fn encode_two_keys(a: &RelKey, b: &RelKey) -> Vec<u8> {
+    let mut e = Enc::new();
+    enc_key(&mut e, a);
+    enc_key(&mut e, b);
+    e.0
+}
+
+// ------------------------------------------------------------------ insertion
+
+fn insert(info: u8, payload: &[u8]) {
+    unsafe {
+        if pg_sys::RecoveryInProgress() {
+            return; // a hot standby never writes scoot WAL (its arena follows the primary's)
+        }
+        // like heap: a failure to log a change already made is a PANIC, never a divergence
+        pg_sys::CritSectionCount += 1;
+        pg_sys::XLogBeginInsert();
+        pg_sys::XLogRegisterData(payload.as_ptr() as *mut std::ffi::c_char, payload.len() as i32);
+        pg_sys::XLogInsert(RM_SCOOT_ID, info);
+        pg_sys::CritSectionCount -= 1;
+    }
+}
+
+/// `changes::LOG_BLOCK`.
+pub fn log_block(t: TableRef, lb: u32, b: u32, ranges: &[(u32, u32)]) {
+    let e = t.entry();
+    let meta = BlockMeta::of(arena::block_desc(b));
+    let block = unsafe { std::slice::from_raw_parts(arena::block_ptr(b), arena::block_size()) };
+    let p = encode_block(
+        &e.key,
+        lb,
+        e.var_mask.load(Ordering::Relaxed),
+        &meta,
+        block,
+        ranges,
+    );
+    insert(XLOG_SCOOT_BLOCK, &p);
+}
+
+/// `changes::LOG_FREE`.
+pub fn log_free(t: TableRef, lb: u32) {
+    insert(XLOG_SCOOT_FREE, &encode_key_lb(&t.entry().key, lb));
+}
+
+/// `changes::LOG_FREE_ALL`.
+pub fn log_free_all(t: TableRef) {
+    let mut e = Enc::new();
+    enc_key(&mut e, &t.entry().key);
+    insert(XLOG_SCOOT_FREE_ALL, &e.0);
+}
+
+/// `changes::LOG_REKEY`.
+pub fn log_rekey(old: &RelKey, new: &RelKey) {
+    insert(XLOG_SCOOT_REKEY, &encode_two_keys(old, new));
+}
+
+// ------------------------------------------------------------------ redo
+
+fn table_for(key: &RelKey) -> TableRef {
+    tabledir::lookup(key).unwrap_or_else(|| tabledir::create(key, 0, b'p'))
+}
+
+/// Applies one scoot record (`info` & INFO_MASK, its main data). Runs in the startup process
+/// with no other process touching the arena.
+pub fn apply(info: u8, data: &[u8]) -> Result<(), String> {
+    match info & INFO_MASK {
+        XLOG_SCOOT_BLOCK => {
+            let r = decode_block(data).ok_or("malformed scoot BLOCK record")?;
+            let bs = arena::block_size() as u32;
+            if !r.meta.sane(bs) {
+                return Err(format!("scoot BLOCK record with an inconsistent descriptor {:?}", r.meta));
+            }
+            let t = table_for(&r.key);
+            let e = t.entry();
+            e.var_mask.store(r.var_mask, Ordering::Relaxed);
+            let b = match tabledir::arena_block(t, r.lb) {
+                Some(b) => b,
+                None => {
+                    if arena::ctl().nfree_blocks.load(Ordering::Relaxed) == 0 {
+                        return Err(format!(
+                            "scoot.arena_size ({} MB) is too small to replay the scoot WAL",
+                            arena::ctl().arena_bytes >> 20
+                        ));
+                    }
+                    let b = arena::restore_block(t, r.lb);
+                    if r.lb >= e.nlocal.load(Ordering::Relaxed) {
+                        e.nlocal.store(r.lb + 1, Ordering::Relaxed);
+                    }
+                    b
+                }
+            };
+            let p = arena::block_ptr(b);
+            for (off, len, data) in &r.runs {
+                if off + len > bs {
+                    return Err("scoot BLOCK record writes past the block end".into());
+                }
+                unsafe {
+                    match data {
+                        Some(d) => std::ptr::copy_nonoverlapping(d.as_ptr(), p.add(*off as usize), *len as usize),
+                        None => std::ptr::write_bytes(p.add(*off as usize), 0, *len as usize),
+                    }
+                }
+            }
+            r.meta.apply(arena::block_desc(b));
+            arena::block_desc(b).local.store(r.lb, Ordering::Relaxed);
+        }
+        XLOG_SCOOT_FREE => {
+            let mut d = Dec::new(data);
+            let key = dec_key(&mut d);
+            let lb = d.u32();
+            if let Some(t) = tabledir::lookup(&key) {
+                if let Some(b) = tabledir::arena_block(t, lb) {
+                    arena::free_block(t, b, false);
+                }
+            }
+        }
+        XLOG_SCOOT_FREE_ALL => {
+            let mut d = Dec::new(data);
+            let key = dec_key(&mut d);
+            if let Some(t) = tabledir::lookup(&key) {
+                for (_lb, b) in tabledir::blocks_of(t) {
+                    arena::free_block(t, b, false);
+                }
+            }
+        }
+        XLOG_SCOOT_REKEY => {
+            let mut d = Dec::new(data);
+            let old = dec_key(&mut d);
+            let new = dec_key(&mut d);
+            if let Some(t) = tabledir::lookup(&old) {
+                tabledir::rekey(t, &new);
+            }
+        }
+        other => return Err(format!("unknown scoot WAL record type {other:#x}")),
+    }
+    Ok(())
+}
+
+/// `rm_identify`.
+pub fn identify(info: u8) -> &'static std::ffi::CStr {
+    match info & INFO_MASK {
+        XLOG_SCOOT_BLOCK => c"BLOCK",
+        XLOG_SCOOT_FREE => c"FREE",
+        XLOG_SCOOT_FREE_ALL => c"FREE_ALL",
+        XLOG_SCOOT_REKEY => c"REKEY",
+        _ => c"UNKNOWN",
+    }
+}
+
+/// `rm_desc`: a one-line description for pg_waldump-style output.
+pub fn describe(info: u8, data: &[u8]) -> String {
+    let k = |k: &RelKey| format!("rel {}/{}/{}", k.spc, k.db, k.rel);
+    match info & INFO_MASK {
+        XLOG_SCOOT_BLOCK => match decode_block(data) {
+            Some(r) => {
+                let bytes: u64 = r.runs.iter().filter(|x| x.2.is_some()).map(|x| x.1 as u64).sum();
+                format!(
+                    "{} block {} hwm {} runs {} bytes {}",
+                    k(&r.key),
+                    r.lb,
+                    r.meta.hwm,
+                    r.runs.len(),
+                    bytes
+                )
+            }
+            None => "malformed".into(),
+        },
+        XLOG_SCOOT_FREE => {
+            let mut d = Dec::new(data);
+            let key = dec_key(&mut d);
+            format!("{} block {}", k(&key), d.u32())
+        }
+        XLOG_SCOOT_FREE_ALL => {
+            let mut d = Dec::new(data);
+            k(&dec_key(&mut d))
+        }
+        XLOG_SCOOT_REKEY => {
+            let mut d = Dec::new(data);
+            let a = dec_key(&mut d);
+            let b = dec_key(&mut d);
+            format!("{} -> {}", k(&a), k(&b))
+        }
+        _ => String::new(),
+    }
+}
