@@ -18,6 +18,10 @@ pub static SNAPSHOT_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 /// `scoot.freeze_after`: blocks unchanged this long (ms) are frozen by the OLAP worker; -1: never
 /// (sighup).
 pub static FREEZE_AFTER_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+/// `scoot.checkpoint_interval`: the OLAP worker writes a checkpoint image from a snapshot this
+/// often (s) while scoot tables change, so crash recovery replays and the server keeps only the
+/// WAL since then; 0: images only at a clean shutdown (sighup).
+pub static CHECKPOINT_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(300);
 /// `scoot.snapshot_memory`: pre-image memory for snapshots, MB (postmaster).
 pub static SNAPSHOT_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(256);
 /// `scoot.snapshot_method`: uffd | software | copy (postmaster).
@@ -116,6 +120,16 @@ pub fn define() {
         3_600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.checkpoint_interval",
+        c"Write a checkpoint image of the scoot tables from an OLAP snapshot this often (0: only at clean shutdown).",
+        c"Crash recovery replays the scoot WAL written since the last image, and the replication slot pg_scoot_wal keeps exactly that WAL.",
+        &CHECKPOINT_INTERVAL_S,
+        0,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
     );
     GucRegistry::define_int_guc(
         c"scoot.freeze_after",

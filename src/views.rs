@@ -185,6 +185,7 @@ fn checkpoints_info() -> TableIterator<
         name!(crash_recovered, bool),
         name!(redo_records, i64),
         name!(redo_ms, Option<f64>),
+        name!(images_written, i64),
     ),
 > {
     crate::ensure_preloaded();
@@ -208,6 +209,7 @@ fn checkpoints_info() -> TableIterator<
         c.redo_records.load(Ordering::Relaxed) as i64,
         (c.crash_recovered.load(Ordering::Relaxed) != 0)
             .then(|| c.redo_us.load(Ordering::Relaxed) as f64 / 1e3),
+        c.images_written.load(Ordering::Relaxed) as i64,
     ))
 }
 
@@ -242,7 +244,7 @@ CREATE VIEW checkpoints AS
            loaded_at_start, loaded_lsn::pg_lsn AS loaded_lsn, tables_loaded, blocks_loaded, load_ms,
            base_lsn::pg_lsn AS recovery_base_lsn,
            pg_wal_lsn_diff(pg_current_wal_insert_lsn(), base_lsn::pg_lsn)::bigint AS wal_retained_bytes,
-           crash_recovered, redo_records, redo_ms
+           crash_recovered, redo_records, redo_ms, images_written
     FROM checkpoints_info();
 COMMENT ON VIEW checkpoints IS 'scoot durability: the checkpoint image on disk (size, checkpoint LSN, time), what this start loaded, the recovery base (image LSN) and the WAL kept since it, and the crash recovery of this start (scoot WAL records replayed, time)';
 "#,

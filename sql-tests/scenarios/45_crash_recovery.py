@@ -121,6 +121,10 @@ with connect() as c:
     c.execute(f"INSERT INTO cr_acct SELECT g, g % 17, 0, 'acct ' || g FROM generate_series(1, {NACCT}) g")
     c.execute("INSERT INTO cr_big SELECT g, repeat(md5(g::text), 200) FROM generate_series(1, 50) g")
 dbname = q("SELECT current_database()")[0][0]
+# the OLAP worker writes checkpoint images from snapshots while the clients run (every second
+# in even iterations): recovery then starts from an image taken in the middle of the load
+q("ALTER SYSTEM SET scoot.checkpoint_interval = 1")
+q("SELECT pg_reload_conf()")
 env = dict(os.environ, PGOPTIONS="-c default_table_access_method=scoot -c client_min_messages=warning")
 r = subprocess.run([f"{BIN}/pgbench", "-i", "-q", "-s", "2", dbname], env=env, capture_output=True, text=True)
 if r.returncode != 0:
@@ -217,7 +221,10 @@ def check(it):
     return p[0]
 
 
+images_seen = 0
 for it in range(1, ITERS + 1):
+    q(f"ALTER SYSTEM SET scoot.checkpoint_interval = {1 if it % 2 == 0 else 0}")
+    q("SELECT pg_reload_conf()")
     stop = threading.Event()
     threads = [threading.Thread(target=client, args=(cid, stop, rng.random())) for cid in range(NCLIENTS)]
     for t in threads:
@@ -227,6 +234,8 @@ for it in range(1, ITERS + 1):
     run = rng.uniform(0.5, 3.0)
     t0 = time.time()
     did_ckpt = did_vac = False
+    if it % 2 == 0:
+        run += 1.5  # room for an image to be written
     while time.time() - t0 < run:
         x = rng.random()
         try:
@@ -237,6 +246,10 @@ for it in range(1, ITERS + 1):
         except Exception:
             pass
         time.sleep(0.2)
+    try:
+        images_seen += q("SELECT images_written FROM scoot.checkpoints")[0][0]
+    except Exception:
+        pass
     crash()
     stop.set()
     for t in threads:
@@ -257,6 +270,14 @@ for it in range(1, ITERS + 1):
           f"{nack} acknowledged transfers all present, pgbench sums {total}; {applied[-1].split('LOG:')[-1].strip() if applied else ''}",
           flush=True)
 
+if ITERS >= 2 and images_seen == 0:
+    fail("the OLAP worker wrote no checkpoint image in the iterations with scoot.checkpoint_interval = 1")
+base, slot = q("SELECT recovery_base_lsn::text, (SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'pg_scoot_wal') FROM scoot.checkpoints")[0]
+if base != slot:
+    fail(f"the slot pg_scoot_wal keeps WAL from {slot}, the recovery base is {base}")
+print(f"{images_seen} checkpoint images written during the load; slot at the recovery base {base}", flush=True)
+q("ALTER SYSTEM RESET scoot.checkpoint_interval")
+q("SELECT pg_reload_conf()")
 # a final VACUUM + clean restart keeps everything too
 q("VACUUM cr_acct"); q("VACUUM cr_hist")
 subprocess.run(["runuser", "-u", "postgres", "--", f"{BIN}/pg_ctl", "-D", DATADIR, "-l", LOGFILE, "-w", "restart", "-m", "fast"],

@@ -52,6 +52,12 @@ struct Worker {
     /// per block: (modification count, when the freezer first saw it at that count)
     cold_since: Vec<(u64, i64)>,
     last_freeze_pass: Option<Instant>,
+    /// checkpoint images (see `image_step`): the next `create` captures the tables and the WAL
+    /// position at its gate instant
+    want_image: bool,
+    image_capture: Option<(usize, u64, u64, Vec<crate::wal::checkpoint_image::ImgTable>)>,
+    last_image: Instant,
+    changes_at_image: u64,
 }
 
 static mut IS_WORKER: bool = false;
@@ -157,6 +163,10 @@ pub extern "C-unwind" fn scoot_olap_worker_main(_arg: pg_sys::Datum) {
         uffd: server,
         cold_since: vec![(u64::MAX, 0); nblocks],
         last_freeze_pass: None,
+        want_image: false,
+        image_capture: None,
+        last_image: Instant::now(),
+        changes_at_image: cow::ctl().changes.load(Ordering::Acquire),
     };
     unsafe { pg_sys::StartTransactionCommand() };
 
@@ -250,6 +260,88 @@ impl Worker {
         }
         self.release_old();
         self.freeze_pass();
+        self.image_step();
+    }
+
+    /// Every `scoot.checkpoint_interval` while scoot tables changed: take a snapshot whose gate
+    /// instant also fixes the WAL position, write the permanent tables' blocks as that snapshot
+    /// has them to the checkpoint image (OLTP goes on meanwhile: writers preserve pre-images as
+    /// for any snapshot), flush the WAL up to that position, publish the image and move the
+    /// replication slot there, so PostgreSQL may recycle the older WAL and crash recovery
+    /// replays only what came after.
+    fn image_step(&mut self) {
+        let interval = guc::CHECKPOINT_INTERVAL_S.get();
+        if interval <= 0 || self.last_image.elapsed() < Duration::from_secs(interval as u64) {
+            return;
+        }
+        let changes = cow::ctl().changes.load(Ordering::Acquire);
+        if changes == self.changes_at_image {
+            self.last_image = Instant::now();
+            return;
+        }
+        self.want_image = true;
+        self.create();
+        self.want_image = false;
+        let Some((i, id, lsn, tables)) = self.image_capture.take() else {
+            return; // no snapshot this tick (gate timeout, no free slot): try again next tick
+        };
+        // the snapshot taken at that very instant (None: it did not come to life)
+        let Some(img) = crate::snapshot::image::Image::pin(i, id) else {
+            return;
+        };
+        self.last_image = Instant::now();
+        self.changes_at_image = changes;
+        let t0 = Instant::now();
+        let sysid = unsafe { pg_sys::GetSystemIdentifier() };
+        let epoch = img.epoch;
+        let img_ref = std::panic::AssertUnwindSafe(&img);
+        let res = PgTryBuilder::new(|| {
+            let img = *img_ref;
+            crate::wal::checkpoint_image::write_tables(
+                sysid,
+                lsn,
+                &tables,
+                |ab, dst| {
+                    img.materialize(ab, dst);
+                    Ok(())
+                },
+                || {
+                    if !cow::slot_live(i, epoch) {
+                        return Err("the snapshot was abandoned while the image was written".into());
+                    }
+                    // everything the image contains is described by WAL before `lsn`
+                    unsafe { pg_sys::XLogFlush(lsn) };
+                    Ok(())
+                },
+            )
+            .map_err(|e| e.to_string())
+        })
+        .catch_others(|e| {
+            Err(match e {
+                pgrx::pg_sys::panic::CaughtError::PostgresError(r)
+                | pgrx::pg_sys::panic::CaughtError::ErrorReport(r) => r.message().to_string(),
+                _ => "unexpected error".to_string(),
+            })
+        })
+        .execute();
+        drop(img);
+        match res {
+            Ok((tables, blocks, bytes)) => {
+                crate::wal::slot::advance_base(lsn);
+                log!(
+                    "scoot: wrote checkpoint image {}: {tables} tables, {blocks} blocks, {} MB at {:X}/{:X} in {} ms",
+                    crate::wal::checkpoint_image::FILE,
+                    bytes >> 20,
+                    lsn >> 32,
+                    lsn as u32,
+                    t0.elapsed().as_millis()
+                );
+            }
+            Err(e) => {
+                crate::wal::checkpoint_image::discard_tmp();
+                warning!("scoot: could not write a checkpoint image: {e}; the previous image and the WAL since it stay in use");
+            }
+        }
     }
 
     /// The background freezer (see `txn::freeze`): a block whose modification count did not
@@ -443,6 +535,12 @@ impl Worker {
                 hot.push(b as u32);
                 self.mod_seen[b] = mc;
             }
+        }
+        if self.want_image {
+            // the WAL position of this instant: every scoot record before it describes a change
+            // the snapshot contains, every later one a change it does not
+            let lsn = unsafe { pg_sys::GetXLogInsertRecPtr() };
+            self.image_capture = Some((i, id, lsn, crate::wal::checkpoint_image::capture_tables(true)));
         }
         let tabs = registry::tables(i);
         for (k, g) in tabs.iter_mut().enumerate() {

@@ -132,6 +132,8 @@ pub struct ArenaCtl {
     pub redo_us: AtomicU64,
     /// This start ran crash recovery (PostgreSQL reset unlogged relations, indexes included).
     pub crash_recovered: AtomicU32,
+    /// Checkpoint images the OLAP worker wrote since the server started.
+    pub images_written: AtomicU64,
 }
 
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();

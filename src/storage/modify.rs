@@ -523,6 +523,9 @@ pub fn free_slot(l: &Locked, s: u32) {
 /// Frees every block of a table (TRUNCATE of a new relfilenode, DROP at commit). The relation
 /// file goes away with the relfilenode, so its size is left alone.
 pub fn free_all_blocks(t: TableRef) {
+    // one write section around the record and the frees: a snapshot (and so a checkpoint
+    // image) sees either neither or both
+    let _section = cow::Section_::enter();
     if changes::logging() && t.logged() {
         if let Some(f) = unsafe { changes::LOG_FREE_ALL } {
             f(t);

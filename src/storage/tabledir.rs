@@ -223,6 +223,8 @@ pub fn remove(t: TableRef) {
 
 /// Points an entry at another relfilenode (ALTER TABLE SET TABLESPACE keeps the rows in place).
 pub fn rekey(t: TableRef, key: &RelKey) {
+    // the record and the change in one write section (see `modify::free_all_blocks`)
+    let _section = crate::storage::cow::Section_::enter();
     if crate::storage::changes::logging() && t.logged() {
         if let Some(f) = unsafe { crate::storage::changes::LOG_REKEY } {
             f(&t.entry().key, key);

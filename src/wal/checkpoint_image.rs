@@ -362,6 +362,63 @@ pub fn write_image_at(sysid: u64, lsn: u64) -> std::io::Result<(u32, u64, u64)> 
 }
 
 fn write_image(ctl: &Control) -> std::io::Result<(u32, u64, u64)> {
+    let tables = capture_tables(false);
+    write_tables(ctl.system_identifier, ctl.checkpoint, &tables, |ab, dst| {
+        let bs = arena::block_size();
+        unsafe { std::ptr::copy_nonoverlapping(arena::block_ptr(ab), dst.as_mut_ptr(), bs) };
+        Ok(())
+    }, || Ok(()))
+}
+
+/// A table as an image holds it: its record and its blocks (arena block, descriptor fields).
+pub struct ImgTable {
+    pub meta: TableMeta,
+    pub blocks: Vec<(u32, BlockMeta)>,
+}
+
+/// The tables (permanent and unlogged, or only permanent with `permanent_only`) and their
+/// blocks' descriptors as they are now. The caller keeps the arena still meanwhile (all other
+/// processes gone, or the snapshot gate closed).
+pub fn capture_tables(permanent_only: bool) -> Vec<ImgTable> {
+    let mut out = Vec::new();
+    for (t, key, relid) in persistent_tables() {
+        let en = t.entry();
+        let persistence = en.persistence.load(Ordering::Relaxed);
+        if permanent_only && persistence != b'p' as u32 {
+            continue;
+        }
+        let blocks: Vec<(u32, BlockMeta)> = tabledir::blocks_of(t)
+            .into_iter()
+            .map(|(_lb, b)| (b, BlockMeta::of(arena::block_desc(b))))
+            .collect();
+        out.push(ImgTable {
+            meta: TableMeta {
+                key,
+                relid,
+                var_mask: en.var_mask.load(Ordering::Relaxed),
+                rows_inserted: en.rows_inserted.load(Ordering::Relaxed),
+                needs_truncate: en.needs_truncate.load(Ordering::Relaxed),
+                nblocks: blocks.len() as u32,
+                nlocal: tabledir::nlocal(t),
+                tid_pages: tabledir::tid_pages(t),
+                persistence,
+            },
+            blocks,
+        });
+    }
+    out
+}
+
+/// Writes an image of `tables` stamped `lsn` to the temporary file, then `before_publish` (the
+/// snapshot writer checks its snapshot is still intact and flushes the WAL up to `lsn`), then
+/// renames it into place. `read(ab, dst)` fills `dst` (block-sized) with block `ab`'s bytes.
+pub fn write_tables(
+    sysid: u64,
+    lsn: u64,
+    tables: &[ImgTable],
+    mut read: impl FnMut(u32, &mut [u8]) -> Result<(), String>,
+    before_publish: impl FnOnce() -> Result<(), String>,
+) -> std::io::Result<(u32, u64, u64)> {
     std::fs::create_dir_all(DIR)?;
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -370,53 +427,32 @@ fn write_image(ctl: &Control) -> std::io::Result<(u32, u64, u64)> {
         .open(TMP)?;
     let mut w = BufWriter::with_capacity(4 << 20, f);
     let bs = arena::block_size() as u32;
-    let tables = persistent_tables();
     let mut e = Enc::new();
     e.u64(MAGIC)
         .u32(IMAGE_VERSION)
         .u32(block::FORMAT_VERSION as u32)
         .u32(bs)
         .u32(tables.len() as u32)
-        .u64(ctl.system_identifier)
-        .u64(ctl.checkpoint)
+        .u64(sysid)
+        .u64(lsn)
         .u64(unsafe { pg_sys::GetCurrentTimestamp() } as u64);
     w.write_all(e.seal(crc32fast::Hasher::new()))?;
     let mut nblocks: u64 = 0;
     let mut bytes: u64 = HEADER_LEN as u64;
-    for (t, key, relid) in &tables {
-        let blocks = tabledir::blocks_of(*t);
-        let en = t.entry();
-        let tm = TableMeta {
-            key: *key,
-            relid: *relid,
-            var_mask: en.var_mask.load(Ordering::Relaxed),
-            rows_inserted: en.rows_inserted.load(Ordering::Relaxed),
-            needs_truncate: en.needs_truncate.load(Ordering::Relaxed),
-            nblocks: blocks.len() as u32,
-            nlocal: tabledir::nlocal(*t),
-            tid_pages: tabledir::tid_pages(*t),
-            persistence: en.persistence.load(Ordering::Relaxed),
-        };
-        w.write_all(tm.encode().seal(crc32fast::Hasher::new()))?;
+    let mut buf = vec![0u8; bs as usize];
+    for t in tables {
+        w.write_all(t.meta.encode().seal(crc32fast::Hasher::new()))?;
         bytes += TABLE_LEN as u64;
-        for (_lb, b) in blocks {
-            let m = BlockMeta::of(arena::block_desc(b));
+        for (b, m) in &t.blocks {
             if !m.sane(bs) {
                 return Err(std::io::Error::other(format!(
                     "block {b} of relfilenode {} has an inconsistent descriptor {m:?}",
-                    key.rel
+                    t.meta.key.rel
                 )));
             }
-            let (head, tail) = unsafe {
-                let p = arena::block_ptr(b);
-                (
-                    std::slice::from_raw_parts(p, m.fixed_end as usize),
-                    std::slice::from_raw_parts(
-                        p.add(m.var_low as usize),
-                        (bs - m.var_low) as usize,
-                    ),
-                )
-            };
+            read(*b, &mut buf).map_err(std::io::Error::other)?;
+            let head = &buf[..m.fixed_end as usize];
+            let tail = &buf[m.var_low as usize..];
             let mut h = crc32fast::Hasher::new();
             h.update(head);
             h.update(tail);
@@ -434,9 +470,15 @@ fn write_image(ctl: &Control) -> std::io::Result<(u32, u64, u64)> {
     let f = w.into_inner().map_err(|e| e.into_error())?;
     f.sync_all()?;
     drop(f);
+    before_publish().map_err(std::io::Error::other)?;
     std::fs::rename(TMP, FILE)?;
     File::open(DIR)?.sync_all()?;
     Ok((tables.len() as u32, nblocks, bytes))
+}
+
+/// Removes a partly written image (after a failure).
+pub fn discard_tmp() {
+    let _ = std::fs::remove_file(TMP);
 }
 
 // ------------------------------------------------------------------ loading

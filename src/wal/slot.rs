@@ -8,6 +8,16 @@ use std::sync::atomic::Ordering;
 
 pub const NAME: &std::ffi::CStr = c"pg_scoot_wal";
 
+/// A new checkpoint image at `lsn` is in place: it is the recovery base now, and the WAL before
+/// it may go.
+pub fn advance_base(lsn: u64) {
+    let c = arena::ctl();
+    c.base_lsn.store(lsn, Ordering::Relaxed);
+    c.base_valid.store(1, Ordering::Release);
+    c.images_written.fetch_add(1, Ordering::Relaxed);
+    retain_from_base();
+}
+
 /// Points the slot at the current recovery base (creating it if needed). Errors become a
 /// WARNING: without the slot, crash recovery may find the WAL it needs removed (and then stops
 /// with a clear error).
