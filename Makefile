@@ -10,6 +10,7 @@
 #   make bench-analytic  analytic scans heap vs scoot -> bench/results/analytic.{md,json}
 #   make bench-tpch      TPC-H SF1, 22 queries, heap vs scoot -> bench/results/tpch.{md,json}
 #   make bench-arrow     Arrow export of TPC-H lineitem vs ADBC/ConnectorX/psycopg -> bench/results/arrow.{md,json}
+#   make bench-durability  recovery time (image + WAL, WAL only, clean restart) and image cost -> bench/results/durability.{md,json}
 #   make setup           install the toolchain / packages (scripts/setup.sh)
 #   make cluster-start / cluster-stop   a persistent throw-away cluster in /tmp/pg_scoot_cluster
 #
@@ -19,7 +20,7 @@ PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresq
 export PG_CONFIG
 CARGO ?= cargo
 
-.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-arrow setup cluster-start cluster-stop
+.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-arrow bench-durability setup cluster-start cluster-stop
 
 all: package
 
@@ -52,6 +53,9 @@ bench-tpch:
 
 bench-arrow:
 	bash scripts/arrow_bench.sh
+
+bench-durability:
+	bash scripts/durability_bench.sh
 
 setup:
 	bash scripts/setup.sh
