@@ -427,15 +427,9 @@ pub(crate) fn sync_file_size(t: TableRef) {
     write_file_size(t, tid_pages(t));
 }
 
-/// Sets the size of the table's main-fork files (sparse: no disk is used) to `pages` 8 kB pages,
-/// in 1 GB segments like md.c's, so pg_relation_size() reports the TID space in use and smgr
-/// prefetches of those pages (bitmap scans, ANALYZE) stay inside the file. Best effort: a failure
-/// only skews pg_relation_size().
-fn write_file_size(t: TableRef, pages: u32) {
-    let key = t.entry().key;
-    let total = pages as u64 * pg_sys::BLCKSZ as u64;
-    let seg = pg_sys::RELSEG_SIZE as u64 * pg_sys::BLCKSZ as u64;
-    let base = unsafe {
+/// The path of a relfilenode's main fork (its first segment), relative to the data directory.
+pub fn main_fork_path(key: &RelKey) -> String {
+    unsafe {
         let p = pg_sys::GetRelationPath(
             key.db.into(),
             key.spc.into(),
@@ -446,7 +440,18 @@ fn write_file_size(t: TableRef, pages: u32) {
         let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
         pg_sys::pfree(p as *mut std::ffi::c_void);
         s
-    };
+    }
+}
+
+/// Sets the size of the table's main-fork files (sparse: no disk is used) to `pages` 8 kB pages,
+/// in 1 GB segments like md.c's, so pg_relation_size() reports the TID space in use and smgr
+/// prefetches of those pages (bitmap scans, ANALYZE) stay inside the file. Best effort: a failure
+/// only skews pg_relation_size().
+fn write_file_size(t: TableRef, pages: u32) {
+    let key = t.entry().key;
+    let total = pages as u64 * pg_sys::BLCKSZ as u64;
+    let seg = pg_sys::RELSEG_SIZE as u64 * pg_sys::BLCKSZ as u64;
+    let base = main_fork_path(&key);
     for segno in 0u64.. {
         let want = total.saturating_sub(segno * seg).min(seg);
         let path = if segno == 0 {

@@ -679,18 +679,7 @@ fn new_base(ctl: &Control, why: &str) {
 }
 
 pub fn relation_file_exists(key: &RelKey) -> bool {
-    let path = unsafe {
-        let p = pg_sys::GetRelationPath(
-            key.db.into(),
-            key.spc.into(),
-            key.rel.into(),
-            key.backend,
-            pg_sys::ForkNumber::MAIN_FORKNUM,
-        );
-        let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
-        pg_sys::pfree(p as *mut std::ffi::c_void);
-        s
-    };
+    let path = tabledir::main_fork_path(key);
     std::path::Path::new(&path).exists()
 }
 

@@ -276,7 +276,6 @@ pub fn apply(info: u8, data: &[u8]) -> Result<(), String> {
                 }
             }
             r.meta.apply(arena::block_desc(b));
-            arena::block_desc(b).local.store(r.lb, Ordering::Relaxed);
         }
         XLOG_SCOOT_FREE => {
             let mut d = Dec::new(data);
