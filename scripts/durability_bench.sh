@@ -29,21 +29,22 @@ rm -rf "$TMP"; mkdir -p "$TMP"
 if [ "${SKIP_SETUP:-0}" != 1 ]; then step "setup"; bash scripts/setup.sh; fi
 step "build + install (release)"
 build_install
-SCOOT_ARENA_MB=${SCOOT_ARENA_MB:-6144} SCOOT_EXTRA_CONF="scoot.checkpoint_interval = 0
+export SCOOT_ARENA_MB=${SCOOT_ARENA_MB:-6144}
+SCOOT_EXTRA_CONF="scoot.checkpoint_interval = 0
 log_min_messages = log" cluster_start || die "cluster did not start"
 DATA=$SCOOT_CLUSTER_DIR/data
 PGBENCH=$PG_BINDIR/pgbench
 ms() { date +%s%3N; }
 pgctl() { as_postgres "$PG_BINDIR/pg_ctl" -D "$DATA" -l "$SCOOT_CLUSTER_DIR/server.log" -w -t 600 "$@" >/dev/null; }
 timed_start() { local t0; t0=$(ms); pgctl start || die "start failed"; echo $(($(ms) - t0)); }
-ck() { psql_q -d postgres -F'|' -c "SELECT $1 FROM scoot.checkpoints"; }
+ck() { psql_q -d dur -F'|' -c "SELECT $1 FROM scoot.checkpoints"; }
 set_interval() {
   psql_q -d postgres -c "ALTER SYSTEM SET scoot.checkpoint_interval = $1" -c "SELECT pg_reload_conf()" >/dev/null
 }
 
 echo '[' >"$TMP/rows.json"
 first=1
-printf '| scale | scoot data (MiB) | WAL-only recovery: records | start (ms) | redo (ms) | image + WAL: records | start (ms) | image load (ms) | redo (ms) | clean restart: start (ms) | image load (ms) | image+WAL s/GiB | WAL-only s/GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n' >"$TMP/recovery.md"
+printf '| scale | scoot data (MiB) | WAL-only recovery: records | start (ms) | redo (ms) | image + WAL: records | start (ms) | image load (ms) | redo (ms) | clean stop incl. image write (ms) | clean restart: start (ms) | image load (ms) | image+WAL s/GiB | WAL-only s/GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n' >"$TMP/recovery.md"
 for S in $SCALES; do
   step "scale $S"
   psql_q -d postgres -c "DROP DATABASE IF EXISTS dur WITH (FORCE)" -c "CREATE DATABASE dur"
@@ -72,16 +73,17 @@ for S in $SCALES; do
   read -r b_rec b_redo b_load <<<"$(ck "redo_records, round(redo_ms), round(load_ms)" | tr '|' ' ')"
   # A: clean restart
   pgctl restart -m fast || die "restart failed"
-  t0=$(ms); pgctl stop -m fast; pgctl start; a_start=$(($(ms) - t0))
+  t0=$(ms); pgctl stop -m fast; a_stop=$(($(ms) - t0))
+  a_start=$(timed_start)
   a_load=$(ck "round(load_ms)")
   gib=$(awk -v b="$bytes" 'BEGIN { printf "%.3f", b / 1073741824 }')
   b_per=$(awk -v t="$b_start" -v g="$gib" 'BEGIN { printf "%.2f", t / 1000 / g }')
   c_per=$(awk -v t="$c_start" -v g="$gib" 'BEGIN { printf "%.2f", t / 1000 / g }')
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$S" "$mib" "$c_rec" "$c_start" "$c_redo" \
-    "$b_rec" "$b_start" "$b_load" "$b_redo" "$a_start" "$a_load" "$b_per" "$c_per" >>"$TMP/recovery.md"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$S" "$mib" "$c_rec" "$c_start" "$c_redo" \
+    "$b_rec" "$b_start" "$b_load" "$b_redo" "$a_stop" "$a_start" "$a_load" "$b_per" "$c_per" >>"$TMP/recovery.md"
   [ $first = 1 ] || echo ',' >>"$TMP/rows.json"; first=0
-  printf '{"scale":%s,"bytes":%s,"wal_only":{"records":%s,"start_ms":%s,"redo_ms":%s},"image_wal":{"records":%s,"start_ms":%s,"load_ms":%s,"redo_ms":%s},"clean":{"start_ms":%s,"load_ms":%s}}' \
-    "$S" "$bytes" "$c_rec" "$c_start" "$c_redo" "$b_rec" "$b_start" "$b_load" "$b_redo" "$a_start" "$a_load" >>"$TMP/rows.json"
+  printf '{"scale":%s,"bytes":%s,"wal_only":{"records":%s,"start_ms":%s,"redo_ms":%s},"image_wal":{"records":%s,"start_ms":%s,"load_ms":%s,"redo_ms":%s},"clean":{"stop_ms":%s,"start_ms":%s,"load_ms":%s}}' \
+    "$S" "$bytes" "$c_rec" "$c_start" "$c_redo" "$b_rec" "$b_start" "$b_load" "$b_redo" "$a_stop" "$a_start" "$a_load" >>"$TMP/rows.json"
   tail -n 1 "$TMP/recovery.md"
 done
 echo ']' >>"$TMP/rows.json"

@@ -42,6 +42,10 @@ pub static UFFD_WRITER_RESOLVES: GucSetting<bool> = GucSetting::<bool>::new(true
 pub static CUSTOM_SCAN: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// Developer self check of the scoot WAL (see `storage::changes`).
 pub static WAL_CHECK: GucSetting<bool> = GucSetting::<bool>::new(false);
+/// Developer fault injection (tests): sleep this long per block written to a checkpoint image,
+/// and per scoot WAL record replayed, so a test can crash the server in the middle.
+pub static DEBUG_IMAGE_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+pub static DEBUG_REDO_DELAY_US: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 /// `scoot.agg_pushdown`: with `scoot.custom_scan`, aggregates over one scoot table may be
 /// computed a block at a time by the ScootAgg custom scan.
@@ -68,6 +72,26 @@ pub fn define() {
         19,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.debug_image_delay",
+        c"Developer fault injection: sleep this long per block written to a checkpoint image.",
+        c"For tests that crash the server while an image is being written. Never set it in production.",
+        &DEBUG_IMAGE_DELAY_MS,
+        0,
+        10_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS | GucFlags::NO_SHOW_ALL,
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.debug_redo_delay",
+        c"Developer fault injection: sleep this many microseconds per scoot WAL record replayed by recovery.",
+        c"For tests that crash the server during recovery. Never set it in production.",
+        &DEBUG_REDO_DELAY_US,
+        0,
+        1_000_000,
+        GucContext::Sighup,
+        GucFlags::NO_SHOW_ALL,
     );
     GucRegistry::define_bool_guc(
         c"scoot.wal_check",

@@ -186,13 +186,19 @@ fn checkpoints_info() -> TableIterator<
         name!(redo_records, i64),
         name!(redo_ms, Option<f64>),
         name!(images_written, i64),
+        name!(loaded_image, Option<String>),
+        name!(previous_checkpoint_lsn, Option<String>),
+        name!(previous_bytes, Option<i64>),
+        name!(keep_lsn, Option<String>),
+        name!(replayed_at_start, bool),
     ),
 > {
     crate::ensure_preloaded();
     use crate::wal::checkpoint_image as img;
     let c = arena::ctl();
     let lsn = |l: u64| format!("{:X}/{:X}", l >> 32, l as u32);
-    let d = img::on_disk();
+    let d = img::on_disk(img::FILE);
+    let p = img::on_disk(img::PREV);
     let loaded = c.image_lsn.load(Ordering::Relaxed);
     TableIterator::once((
         img::FILE.to_string(),
@@ -207,9 +213,23 @@ fn checkpoints_info() -> TableIterator<
         (c.base_valid.load(Ordering::Acquire) != 0).then(|| lsn(c.base_lsn.load(Ordering::Relaxed))),
         c.crash_recovered.load(Ordering::Relaxed) != 0,
         c.redo_records.load(Ordering::Relaxed) as i64,
-        (c.crash_recovered.load(Ordering::Relaxed) != 0)
+        (c.crash_recovered.load(Ordering::Relaxed) != 0
+            || c.replayed_at_start.load(Ordering::Relaxed) != 0)
             .then(|| c.redo_us.load(Ordering::Relaxed) as f64 / 1e3),
         c.images_written.load(Ordering::Relaxed) as i64,
+        match c.loaded_file.load(Ordering::Relaxed) {
+            1 => Some(img::FILE.to_string()),
+            2 => Some(img::PREV.to_string()),
+            _ => None,
+        },
+        p.as_ref().filter(|d| d.valid_header).map(|d| lsn(d.checkpoint)),
+        p.as_ref().map(|d| d.bytes as i64),
+        (c.base_valid.load(Ordering::Acquire) != 0).then(|| {
+            let k = c.keep_lsn.load(Ordering::Relaxed);
+            let b = c.base_lsn.load(Ordering::Relaxed);
+            lsn(if k != 0 { k.min(b) } else { b })
+        }),
+        c.replayed_at_start.load(Ordering::Relaxed) != 0,
     ))
 }
 
@@ -243,10 +263,12 @@ CREATE VIEW checkpoints AS
            timestamptz '2000-01-01 00:00:00+00' + written_at_us * interval '1 microsecond' AS written_at,
            loaded_at_start, loaded_lsn::pg_lsn AS loaded_lsn, tables_loaded, blocks_loaded, load_ms,
            base_lsn::pg_lsn AS recovery_base_lsn,
-           pg_wal_lsn_diff(pg_current_wal_insert_lsn(), base_lsn::pg_lsn)::bigint AS wal_retained_bytes,
-           crash_recovered, redo_records, redo_ms, images_written
+           pg_wal_lsn_diff(pg_current_wal_insert_lsn(), keep_lsn::pg_lsn)::bigint AS wal_retained_bytes,
+           crash_recovered, redo_records, redo_ms, images_written,
+           loaded_image, previous_checkpoint_lsn::pg_lsn AS previous_checkpoint_lsn, previous_bytes,
+           keep_lsn::pg_lsn AS wal_kept_from, replayed_at_start
     FROM checkpoints_info();
-COMMENT ON VIEW checkpoints IS 'scoot durability: the checkpoint image on disk (size, checkpoint LSN, time), what this start loaded, the recovery base (image LSN) and the WAL kept since it, and the crash recovery of this start (scoot WAL records replayed, time)';
+COMMENT ON VIEW checkpoints IS 'scoot durability: the newest checkpoint image on disk (size, checkpoint LSN, time) and the previous one kept as a fallback, what this start loaded, the recovery base (image LSN), the WAL kept since the older image, and the recovery of this start (scoot WAL records replayed, time)';
 "#,
     name = "checkpoint_views",
     requires = [checkpoints_info]

@@ -260,7 +260,7 @@ for it in range(1, ITERS + 1):
     start()
     rec = time.time() - t1
     log = open(LOGFILE, errors="replace").readlines()[lines_before:]
-    applied = [l.strip() for l in log if "crash recovery applied" in l]
+    applied = [l.strip() for l in log if "crash recovery applied" in l or "scoot: replayed" in l]
     warn = [l.strip() for l in log if "lost its rows" in l]
     if warn:
         fail(f"iteration {it}: tables lost rows: {warn[:2]}")
@@ -272,10 +272,10 @@ for it in range(1, ITERS + 1):
 
 if ITERS >= 2 and images_seen == 0:
     fail("the OLAP worker wrote no checkpoint image in the iterations with scoot.checkpoint_interval = 1")
-base, slot = q("SELECT recovery_base_lsn::text, (SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'pg_scoot_wal') FROM scoot.checkpoints")[0]
-if base != slot:
-    fail(f"the slot pg_scoot_wal keeps WAL from {slot}, the recovery base is {base}")
-print(f"{images_seen} checkpoint images written during the load; slot at the recovery base {base}", flush=True)
+base, kept, slot, older = q("SELECT recovery_base_lsn::text, wal_kept_from::text, (SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = 'pg_scoot_wal'), wal_kept_from <= recovery_base_lsn FROM scoot.checkpoints")[0]
+if kept != slot or not older:
+    fail(f"the slot pg_scoot_wal keeps WAL from {slot}, want the oldest image's {kept} (<= the recovery base {base})")
+print(f"{images_seen} checkpoint images written during the load; slot at the oldest image {kept} (recovery base {base})", flush=True)
 q("ALTER SYSTEM RESET scoot.checkpoint_interval")
 q("SELECT pg_reload_conf()")
 # a final VACUUM + clean restart keeps everything too

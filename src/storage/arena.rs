@@ -134,6 +134,18 @@ pub struct ArenaCtl {
     pub crash_recovered: AtomicU32,
     /// Checkpoint images the OLAP worker wrote since the server started.
     pub images_written: AtomicU64,
+    /// The oldest checkpoint image kept on disk (the previous one, a fallback should the newest
+    /// be damaged): the replication slot keeps the WAL since this LSN.
+    pub keep_lsn: AtomicU64,
+    /// Which image this start loaded: 0 none, 1 the newest, 2 the previous one (the newest was
+    /// damaged or unreadable).
+    pub loaded_file: AtomicU32,
+    /// This start replayed scoot WAL in the postmaster (a clean shutdown whose own image was
+    /// missing, stale or damaged).
+    pub replayed_at_start: AtomicU32,
+    /// Crash start: the postmaster replayed the scoot WAL from the base image up to this LSN (the
+    /// last checkpoint's redo point); PostgreSQL's redo applies the records from there on.
+    pub replayed_to: AtomicU64,
 }
 
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();
@@ -495,6 +507,12 @@ unsafe fn init_ctl() {
         // release whatever a previous incarnation left in the memfd
         libc::madvise(ARENA_BASE as *mut c_void, ARENA_BYTES, libc::MADV_REMOVE);
     }
+}
+
+/// Start-up only (no other process exists yet): forgets every table and block again, as at
+/// creation (a damaged checkpoint image was partly loaded before an older one is tried).
+pub fn reinit() {
+    unsafe { init_ctl() }
 }
 
 /// Registers the tranche name in this backend (for wait-event display); cheap and idempotent.

@@ -22,11 +22,15 @@ use crate::storage::tabledir::{self, RelKey};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::sync::atomic::Ordering;
 
 pub const DIR: &str = "pg_scoot";
 pub const FILE: &str = "pg_scoot/arena.img";
+/// The image before the newest one, kept (with the WAL since it) as a fallback.
+pub const PREV: &str = "pg_scoot/arena.img.prev";
+/// Where a damaged image is moved (for inspection) once an older one replaced it.
+pub const DAMAGED: &str = "pg_scoot/arena.img.damaged";
 const TMP: &str = "pg_scoot/arena.img.tmp";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"SCOOTIMG");
@@ -343,7 +347,7 @@ pub fn write_at_shutdown() {
         Err(e) => {
             let _ = std::fs::remove_file(TMP);
             warn(&format!(
-                "scoot: could not write the checkpoint image {FILE}: {e}; the rows of scoot tables are lost at the next start"
+                "scoot: could not write the checkpoint image {FILE}: {e}; the next start replays the scoot WAL since the last image instead"
             ));
         }
     }
@@ -451,6 +455,10 @@ pub fn write_tables(
                 )));
             }
             read(*b, &mut buf).map_err(std::io::Error::other)?;
+            let delay = crate::guc::DEBUG_IMAGE_DELAY_MS.get();
+            if delay > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(delay as u64));
+            }
             let head = &buf[..m.fixed_end as usize];
             let tail = &buf[m.var_low as usize..];
             let mut h = crc32fast::Hasher::new();
@@ -471,6 +479,11 @@ pub fn write_tables(
     f.sync_all()?;
     drop(f);
     before_publish().map_err(std::io::Error::other)?;
+    // the newest image becomes the previous one (a crash between the renames leaves the
+    // previous image and the temporary file, which the next start removes)
+    if std::path::Path::new(FILE).exists() {
+        std::fs::rename(FILE, PREV)?;
+    }
     std::fs::rename(TMP, FILE)?;
     File::open(DIR)?.sync_all()?;
     Ok((tables.len() as u32, nblocks, bytes))
@@ -483,102 +496,269 @@ pub fn discard_tmp() {
 
 // ------------------------------------------------------------------ loading
 
-/// Loads the image into the freshly initialised arena when it belongs to this start: same
-/// system, and `pg_control` says the server shut down cleanly at exactly the image's checkpoint.
-/// Otherwise the image is stale (a crash or an immediate shutdown happened after it was
-/// written, so the tables changed since) and is ignored: the tables come back empty and are
-/// reported as before. A valid-looking image that cannot be read stops the server (FATAL).
+/// What loading one image file gave.
+struct Loaded {
+    lsn: u64,
+    tables: u32,
+    blocks: u64,
+}
+
+/// Why an image file was not loaded.
+enum NotLoaded {
+    /// Not this system's image, or not consistent with `pg_control`: the arena is untouched.
+    Skipped(String),
+    /// Truncated or a checksum failed part-way: the arena holds part of it.
+    Damaged(String),
+}
+
+/// Loads the checkpoint image into the freshly initialised arena (postmaster, before any other
+/// process exists), trying the newest image first and the previous one if the newest is
+/// damaged:
+///
+/// * after a clean shutdown whose own image is there, nothing else is needed;
+/// * after a crash the loaded image is the *base* that crash recovery replays the scoot WAL
+///   onto, from the image's LSN (`wal::rm_startup`);
+/// * after a clean shutdown whose image is missing, stale (its write failed) or damaged, the
+///   older image is loaded and the scoot WAL up to the shutdown checkpoint is replayed here;
+///   then a new image is written.
+///
+/// The WAL since the oldest image is kept by the replication slot `pg_scoot_wal`. When no image
+/// can be used although one exists, the start stops with a FATAL error and a hint: never a
+/// silent start with empty tables.
 pub fn load_at_startup() {
     let ctl = match read_control() {
         Ok(c) => c,
         Err(e) => fatal(format!("scoot: cannot read pg_control: {e}")),
     };
     let clean = ctl.state == DB_SHUTDOWNED;
-    let Ok(f) = File::open(FILE) else {
+    // a crash while an image was written leaves its temporary file
+    discard_tmp();
+    let files: Vec<&str> = [FILE, PREV]
+        .into_iter()
+        .filter(|p| std::path::Path::new(p).exists())
+        .collect();
+    if files.is_empty() {
         if clean {
             new_base(&ctl, "no checkpoint image");
         }
         return;
-    };
-    let t0 = std::time::Instant::now();
-    let mut r = BufReader::with_capacity(4 << 20, f);
+    }
+    let mut problems: Vec<String> = Vec::new();
+    let mut damaged = false;
+    for (i, path) in files.iter().enumerate() {
+        let t0 = std::time::Instant::now();
+        match load_file(path, &ctl, clean) {
+            Ok(l) => {
+                let c = arena::ctl();
+                c.image_lsn.store(l.lsn, Ordering::Relaxed);
+                c.image_tables.store(l.tables as u64, Ordering::Relaxed);
+                c.image_blocks.store(l.blocks, Ordering::Relaxed);
+                c.image_load_us
+                    .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+                c.loaded_file
+                    .store(if *path == FILE { 1 } else { 2 }, Ordering::Relaxed);
+                if i > 0 {
+                    warn(&format!(
+                        "scoot: using the older checkpoint image {path} of {:X}/{:X} ({}); the scoot WAL since it is replayed",
+                        l.lsn >> 32,
+                        l.lsn as u32,
+                        problems.join("; ")
+                    ));
+                    if damaged && std::path::Path::new(FILE).exists() {
+                        // out of the way of the next image, kept for inspection
+                        let _ = std::fs::rename(FILE, DAMAGED);
+                    }
+                }
+                // the WAL up to the last checkpoint (clean: the shutdown checkpoint; crash: the
+                // redo point, from which PostgreSQL's redo takes over) is replayed here: after
+                // a crash PostgreSQL skips redo altogether when nothing follows the checkpoint
+                let replay_to = if clean { ctl.checkpoint } else { ctl.redo };
+                let replay_here = l.lsn < replay_to;
+                log(&format!(
+                    "scoot: loaded checkpoint image {path} of {:X}/{:X}: {} tables, {} blocks in {} ms{}",
+                    l.lsn >> 32,
+                    l.lsn as u32,
+                    l.tables,
+                    l.blocks,
+                    t0.elapsed().as_millis(),
+                    if replay_here {
+                        "; replaying the scoot WAL since then"
+                    } else if !clean {
+                        "; crash recovery replays the scoot WAL from there"
+                    } else {
+                        ""
+                    }
+                ));
+                // the loaded image is the recovery base (until a newer one is written)
+                c.base_lsn.store(l.lsn, Ordering::Relaxed);
+                c.base_valid.store(1, Ordering::Release);
+                if !clean {
+                    c.crash_recovered.store(1, Ordering::Relaxed);
+                }
+                if replay_here {
+                    let n = crate::wal::replay_at_start(l.lsn, replay_to, ctl.tli);
+                    log(&format!(
+                        "scoot: replayed {n} scoot WAL records from {:X}/{:X} to {} {:X}/{:X}",
+                        l.lsn >> 32,
+                        l.lsn as u32,
+                        if clean { "the shutdown checkpoint" } else { "the redo start" },
+                        replay_to >> 32,
+                        replay_to as u32
+                    ));
+                }
+                c.replayed_to.store(l.lsn.max(replay_to), Ordering::Relaxed);
+                if clean && replay_here {
+                    // the arena is now as of the shutdown checkpoint: make that the new base
+                    new_base(&ctl, "an image older than the shutdown checkpoint");
+                }
+                let base = c.base_lsn.load(Ordering::Relaxed);
+                c.keep_lsn
+                    .store(oldest_image_lsn(ctl.system_identifier).unwrap_or(base).min(base), Ordering::Relaxed);
+                return;
+            }
+            Err(NotLoaded::Skipped(m)) => {
+                log(&m);
+                problems.push(m);
+            }
+            Err(NotLoaded::Damaged(m)) => {
+                warn(&m);
+                problems.push(m);
+                damaged = true;
+                reset_arena();
+            }
+        }
+    }
+    if damaged {
+        fatal(format!("scoot: no usable checkpoint image: {}", problems.join("; ")));
+    }
+    if clean {
+        new_base(&ctl, "no usable checkpoint image");
+    }
+}
+
+/// The LSN of the oldest image on disk of this system (the slot keeps the WAL since then).
+pub fn oldest_image_lsn(sysid: u64) -> Option<u64> {
+    [FILE, PREV]
+        .into_iter()
+        .filter_map(|p| header_of(p))
+        .filter(|h| h.valid && h.sysid == sysid)
+        .map(|h| h.lsn)
+        .min()
+}
+
+/// Empties the arena again after a damaged image was partly loaded (start-up only).
+fn reset_arena() {
+    arena::reinit();
+}
+
+struct Header {
+    valid: bool,
+    version: u32,
+    fmt: u32,
+    bs: u32,
+    ntables: u32,
+    sysid: u64,
+    lsn: u64,
+    written_at: u64,
+}
+
+fn decode_header(hb: &[u8; HEADER_LEN]) -> Header {
+    let mut d = Dec::new(hb);
+    let magic = d.u64();
+    Header {
+        version: d.u32(),
+        fmt: d.u32(),
+        bs: d.u32(),
+        ntables: d.u32(),
+        sysid: d.u64(),
+        lsn: d.u64(),
+        written_at: d.u64(),
+        valid: magic == MAGIC && crc_ok(hb, &[]),
+    }
+}
+
+fn header_of(path: &str) -> Option<Header> {
+    let mut f = File::open(path).ok()?;
+    let mut hb = [0u8; HEADER_LEN];
+    f.read_exact(&mut hb).ok()?;
+    Some(decode_header(&hb))
+}
+
+/// Loads one image file into the (empty) arena. Configuration mismatches (block size, format
+/// version, arena too small) stop the start at once: an older image would not help.
+fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded> {
+    let f = File::open(path).map_err(|e| NotLoaded::Damaged(format!("scoot: cannot open checkpoint image {path}: {e}")))?;
+    // unbuffered: block payloads are read straight into the arena (one copy out of the page
+    // cache), and the few small records cost a system call each
+    let mut r = f;
     let mut hb = [0u8; HEADER_LEN];
     if let Err(e) = r.read_exact(&mut hb) {
-        fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
+        return Err(NotLoaded::Damaged(format!("scoot: checkpoint image {path} is truncated: {e}")));
     }
-    let mut d = Dec::new(&hb);
-    let magic = d.u64();
-    let version = d.u32();
-    let fmt = d.u32();
-    let bs = d.u32();
-    let ntables = d.u32();
-    let sysid = d.u64();
-    let lsn = d.u64();
-    let _at = d.u64();
-    if magic != MAGIC || !crc_ok(&hb, &[]) {
-        fatal(format!("scoot: {FILE} is not a valid checkpoint image (bad header)"));
+    let h = decode_header(&hb);
+    if !h.valid {
+        return Err(NotLoaded::Damaged(format!("scoot: {path} is not a valid checkpoint image (bad header)")));
     }
-    if sysid != ctl.system_identifier {
-        log(&format!(
-            "scoot: ignoring checkpoint image {FILE}: it was written by another database system (system identifier {sysid})"
-        ));
-        if clean {
-            new_base(&ctl, "a foreign checkpoint image");
-        }
-        return;
+    if h.sysid != ctl.system_identifier {
+        return Err(NotLoaded::Skipped(format!(
+            "scoot: ignoring checkpoint image {path}: it was written by another database system (system identifier {})",
+            h.sysid
+        )));
     }
-    // after a crash the image is the base that recovery replays the scoot WAL onto (from its
-    // LSN: the WAL since then is kept by the replication slot); after a clean shutdown it must
-    // be the image of that very shutdown, since no recovery will run
-    let for_recovery = !clean;
-    if clean && ctl.checkpoint != lsn {
-        log(&format!(
-            "scoot: ignoring checkpoint image {FILE} of checkpoint {:X}/{:X}: the server shut down at checkpoint {:X}/{:X} without writing a newer one; scoot tables lost their rows",
+    let lsn = h.lsn;
+    if lsn > ctl.checkpoint && clean {
+        return Err(NotLoaded::Skipped(format!(
+            "scoot: ignoring checkpoint image {path} of {:X}/{:X}: it is newer than the last checkpoint {:X}/{:X} in pg_control",
             lsn >> 32,
             lsn as u32,
             ctl.checkpoint >> 32,
             ctl.checkpoint as u32
-        ));
-        new_base(&ctl, "a stale checkpoint image");
-        return;
+        )));
     }
-    if version != IMAGE_VERSION || fmt != block::FORMAT_VERSION as u32 {
+    // the tables as of a crash (or of an older image replayed forward): unlogged ones restart
+    // empty, as on heap, whose init fork resets them
+    let for_recovery = !clean || lsn != ctl.checkpoint;
+    if h.version != IMAGE_VERSION || h.fmt != block::FORMAT_VERSION as u32 {
         fatal(format!(
-            "scoot: checkpoint image {FILE} has image version {version} / block format {fmt}, this pg_scoot reads {IMAGE_VERSION} / {}",
+            "scoot: checkpoint image {path} has image version {} / block format {}, this pg_scoot reads {IMAGE_VERSION} / {}",
+            h.version,
+            h.fmt,
             block::FORMAT_VERSION
         ));
     }
+    let bs = h.bs;
     if bs as usize != arena::block_size() {
         fatal(format!(
-            "scoot: checkpoint image {FILE} has blocks of {} kB but scoot.block_size is {} kB",
+            "scoot: checkpoint image {path} has blocks of {} kB but scoot.block_size is {} kB",
             bs / 1024,
             arena::block_size() / 1024
         ));
     }
+    let damaged = |what: String| NotLoaded::Damaged(format!("scoot: checkpoint image {path} is {what}"));
     let mut tables = 0u32;
     let mut blocks = 0u64;
     let mut tb = [0u8; TABLE_LEN];
     let mut bb = [0u8; BLOCK_LEN];
-    for _ in 0..ntables {
-        if let Err(e) = r.read_exact(&mut tb) {
-            fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
-        }
+    for _ in 0..h.ntables {
+        r.read_exact(&mut tb).map_err(|e| damaged(format!("truncated: {e}")))?;
         let (tag, tm) = TableMeta::decode(&tb);
         if tag != TAG_TABLE || !crc_ok(&tb, &[]) {
-            fatal(format!("scoot: checkpoint image {FILE} is damaged (table record {tables})"));
+            return Err(damaged(format!("damaged (table record {tables})")));
         }
         // a table dropped with its database while the entry lingered: skip its blocks
         let exists = relation_file_exists(&tm.key);
-        // after a crash unlogged tables are empty (as on heap, whose init fork resets them)
+        // (after a crash PostgreSQL resets unlogged tables and their indexes from the init
+        // forks: they are empty; after a clean shutdown it does not, so an unlogged table whose
+        // rows are gone gets no entry and its first access reports the loss)
         let unlogged_reset = for_recovery && tm.persistence != b'p' as u32;
         let keep = exists && !unlogged_reset;
-        if exists && unlogged_reset {
+        if exists && unlogged_reset && !clean {
             tabledir::restore_entry(&tm.key, tm.relid, tm.var_mask, 0, false, tm.persistence as u8);
         }
         let t = if keep {
             if arena::ctl().nfree_blocks.load(Ordering::Relaxed) < tm.nblocks {
                 fatal(format!(
-                    "scoot: checkpoint image {FILE} needs more blocks than scoot.arena_size holds ({} MB)",
+                    "scoot: checkpoint image {path} needs more blocks than scoot.arena_size holds ({} MB)",
                     arena::ctl().arena_bytes >> 20
                 ));
             }
@@ -594,12 +774,10 @@ pub fn load_at_startup() {
             None
         };
         for _ in 0..tm.nblocks {
-            if let Err(e) = r.read_exact(&mut bb) {
-                fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
-            }
+            r.read_exact(&mut bb).map_err(|e| damaged(format!("truncated: {e}")))?;
             let (tag, m) = BlockMeta::decode(&bb);
             if tag != TAG_BLOCK || !m.sane(bs) {
-                fatal(format!("scoot: checkpoint image {FILE} is damaged (block record of relfilenode {})", tm.key.rel));
+                return Err(damaged(format!("damaged (block record of relfilenode {})", tm.key.rel)));
             }
             let head_len = m.fixed_end as usize;
             let tail_len = (bs - m.var_low) as usize;
@@ -613,22 +791,27 @@ pub fn load_at_startup() {
                             std::slice::from_raw_parts_mut(p.add(m.var_low as usize), tail_len),
                         )
                     };
-                    if let Err(e) = r.read_exact(head).and_then(|_| r.read_exact(tail)) {
-                        fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
-                    }
+                    r.read_exact(head)
+                        .and_then(|_| r.read_exact(tail))
+                        .map_err(|e| damaged(format!("truncated: {e}")))?;
                     if !crc_ok(&bb, &[head, tail]) {
-                        fatal(format!(
-                            "scoot: checksum mismatch in checkpoint image {FILE} (block {} of relfilenode {})",
+                        return Err(damaged(format!(
+                            "damaged: checksum mismatch in block {} of relfilenode {}",
                             m.local, tm.key.rel
-                        ));
+                        )));
                     }
                     m.apply(arena::block_desc(b));
                     blocks += 1;
                 }
                 None => {
+                    // not kept, but checked all the same: damage is damage
                     let mut skip = vec![0u8; head_len + tail_len];
-                    if let Err(e) = r.read_exact(&mut skip) {
-                        fatal(format!("scoot: checkpoint image {FILE} is truncated: {e}"));
+                    r.read_exact(&mut skip).map_err(|e| damaged(format!("truncated: {e}")))?;
+                    if !crc_ok(&bb, &[&skip[..head_len], &skip[head_len..]]) {
+                        return Err(damaged(format!(
+                            "damaged: checksum mismatch in block {} of relfilenode {}",
+                            m.local, tm.key.rel
+                        )));
                     }
                 }
             }
@@ -639,28 +822,13 @@ pub fn load_at_startup() {
         }
     }
     let mut eb = [0u8; END_LEN];
-    if let Err(e) = r.read_exact(&mut eb) {
-        fatal(format!("scoot: checkpoint image {FILE} is truncated (no trailer): {e}"));
-    }
+    r.read_exact(&mut eb)
+        .map_err(|e| damaged(format!("truncated (no trailer): {e}")))?;
     let mut d = Dec::new(&eb);
     if d.u32() != TAG_END || !crc_ok(&eb, &[]) {
-        fatal(format!("scoot: checkpoint image {FILE} is damaged (trailer)"));
+        return Err(damaged("damaged (trailer)".into()));
     }
-    let c = arena::ctl();
-    c.base_lsn.store(lsn, Ordering::Relaxed);
-    c.base_valid.store(1, Ordering::Release);
-    c.image_lsn.store(lsn, Ordering::Relaxed);
-    c.image_tables.store(tables as u64, Ordering::Relaxed);
-    c.image_blocks.store(blocks, Ordering::Relaxed);
-    c.image_load_us
-        .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
-    log(&format!(
-        "scoot: loaded checkpoint image {FILE} of checkpoint {:X}/{:X}: {tables} tables, {blocks} blocks in {} ms{}",
-        lsn >> 32,
-        lsn as u32,
-        t0.elapsed().as_millis(),
-        if for_recovery { "; crash recovery replays the scoot WAL from there" } else { "" }
-    ));
+    Ok(Loaded { lsn, tables, blocks })
 }
 
 /// Starts a new recovery base: an image of the (empty) arena stamped with the checkpoint the
@@ -671,10 +839,23 @@ fn new_base(ctl: &Control, why: &str) {
             let c = arena::ctl();
             c.base_lsn.store(ctl.checkpoint, Ordering::Relaxed);
             c.base_valid.store(1, Ordering::Release);
+            c.keep_lsn.store(
+                oldest_image_lsn(ctl.system_identifier).unwrap_or(ctl.checkpoint).min(ctl.checkpoint),
+                Ordering::Relaxed,
+            );
         }
-        Err(e) => warn(&format!(
-            "scoot: {why}, and could not write a new one ({FILE}: {e}): scoot tables are not crash safe until the next clean shutdown"
-        )),
+        Err(e) => {
+            discard_tmp();
+            if arena::ctl().base_valid.load(Ordering::Acquire) != 0 {
+                warn(&format!(
+                    "scoot: {why}, and could not write a new one ({FILE}: {e}): the loaded image and the WAL since it stay in use"
+                ))
+            } else {
+                warn(&format!(
+                    "scoot: {why}, and could not write a new one ({FILE}: {e}): scoot tables are not crash safe until the next clean shutdown"
+                ))
+            }
+        }
     }
 }
 
@@ -694,7 +875,7 @@ fn warn(msg: &str) {
 fn fatal(msg: String) -> ! {
     pgrx::pg_sys::panic::ErrorReport::new(PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, msg, "pg_scoot")
         .set_hint(format!(
-            "Fix the cause, or move {FILE} out of the data directory to start with empty scoot tables (their rows are then lost)."
+            "Fix the cause, or move {FILE} and {PREV} out of the data directory to start with empty scoot tables (their rows are then lost)."
         ))
         .report(PgLogLevel::FATAL);
     unreachable!()
@@ -709,33 +890,14 @@ pub struct OnDisk {
     pub valid_header: bool,
 }
 
-pub fn on_disk() -> Option<OnDisk> {
-    let mut f = File::open(FILE).ok()?;
-    let bytes = f.metadata().ok()?.len();
-    let mut hb = [0u8; HEADER_LEN];
-    if f.read_exact(&mut hb).is_err() {
-        return Some(OnDisk {
-            bytes,
-            checkpoint: 0,
-            written_at: 0,
-            tables: 0,
-            valid_header: false,
-        });
-    }
-    let mut d = Dec::new(&hb);
-    let magic = d.u64();
-    let _v = d.u32();
-    let _f = d.u32();
-    let _bs = d.u32();
-    let tables = d.u32();
-    let _sys = d.u64();
-    let checkpoint = d.u64();
-    let written_at = d.u64() as i64;
+pub fn on_disk(path: &str) -> Option<OnDisk> {
+    let bytes = std::fs::metadata(path).ok()?.len();
+    let h = header_of(path);
     Some(OnDisk {
         bytes,
-        checkpoint,
-        written_at,
-        tables,
-        valid_header: magic == MAGIC && crc_ok(&hb, &[]),
+        checkpoint: h.as_ref().map_or(0, |h| h.lsn),
+        written_at: h.as_ref().map_or(0, |h| h.written_at as i64),
+        tables: h.as_ref().map_or(0, |h| h.ntables),
+        valid_header: h.is_some_and(|h| h.valid),
     })
 }

@@ -9,14 +9,18 @@
 //! * **Checkpoint images** (`checkpoint_image`): `$PGDATA/pg_scoot/arena.img`, the blocks of all
 //!   scoot tables stamped with a WAL position. The postmaster writes one at every clean shutdown
 //!   (after PostgreSQL's shutdown checkpoint); a start after a clean shutdown just loads it.
-//! * **Crash recovery**: the postmaster loads the last image (the *base*) into the fresh arena;
-//!   the startup process then replays the scoot records from the base's LSN up to the point
-//!   PostgreSQL's own redo starts (`rm_startup`, reading the WAL itself), and PostgreSQL's redo
-//!   replays the rest through `rm_redo`. Rows keep their TIDs, so indexes stay valid. The WAL
+//! * **Crash recovery**: the postmaster loads the last image (the *base*) into the fresh arena
+//!   and replays the scoot records from the base's LSN up to the point PostgreSQL's own redo
+//!   starts (reading the WAL itself: PostgreSQL skips redo when nothing follows the last
+//!   checkpoint), and PostgreSQL's redo replays the rest through `rm_redo`. Rows keep their TIDs, so indexes stay valid. The WAL
 //!   since the base is kept by the physical replication slot `pg_scoot_wal` (`slot`).
 //!
-//! Not yet: images from OLAP snapshots while the server runs (so WAL is kept since the last
-//! clean shutdown, see README), standbys.
+//! * **Periodic images** from OLAP snapshots (`snapshot::worker`), every
+//!   `scoot.checkpoint_interval`; the newest and the previous image are kept, and the slot keeps
+//!   the WAL since the previous one, so a damaged newest image falls back to the previous one and
+//!   a longer replay.
+//!
+//! Not yet: standbys (see README).
 pub mod checkpoint_image;
 pub mod record;
 pub mod slot;
@@ -101,8 +105,9 @@ fn redo_failed(lsn: u64, e: &str) -> ! {
         PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
         format!("scoot: cannot replay the scoot WAL record at {:X}/{:X}: {e}", lsn >> 32, lsn as u32),
         format!(
-            "Move {} out of the data directory to start with empty scoot tables (their rows are then lost).",
-            checkpoint_image::FILE
+            "Move {} and {} out of the data directory to start with empty scoot tables (their rows are then lost).",
+            checkpoint_image::FILE,
+            checkpoint_image::PREV
         ),
     )
 }
@@ -114,6 +119,7 @@ unsafe extern "C-unwind" fn rm_redo(r: *mut pg_sys::XLogReaderState) {
         if SKIP_ALL || (*r).ReadRecPtr < BASE_LSN {
             return; // no base, or already contained in the base image
         }
+        debug_delay();
         let (info, data) = record_data(r);
         if let Err(e) = record::apply(info, data) {
             redo_failed((*r).ReadRecPtr, &e);
@@ -137,8 +143,8 @@ unsafe extern "C-unwind" fn rm_identify(info: u8) -> *const std::ffi::c_char {
     record::identify(info).as_ptr()
 }
 
-/// Start of crash recovery (startup process): replay the scoot records between the base image
-/// and the point PostgreSQL's redo starts from.
+/// Start of crash recovery (startup process): PostgreSQL's redo applies the scoot records from
+/// its redo point on (the postmaster replayed those between the base image and that point).
 #[pg_guard]
 unsafe extern "C-unwind" fn rm_startup() {
     unsafe {
@@ -151,21 +157,12 @@ unsafe extern "C-unwind" fn rm_startup() {
             pgrx::log!("scoot: crash recovery without a checkpoint image: scoot WAL records are skipped and scoot tables lose their rows");
             return;
         }
-        BASE_LSN = c.base_lsn.load(Ordering::Relaxed);
-        let ctl = match checkpoint_image::read_control() {
-            Ok(c) => c,
-            Err(e) => redo_failed(BASE_LSN, &e),
-        };
-        if BASE_LSN < ctl.redo {
-            let n = replay_range(BASE_LSN, ctl.redo, ctl.tli);
-            pgrx::log!(
-                "scoot: replayed {n} scoot WAL records from the checkpoint image at {:X}/{:X} up to the redo start {:X}/{:X}",
-                BASE_LSN >> 32,
-                BASE_LSN as u32,
-                ctl.redo >> 32,
-                ctl.redo as u32
-            );
-        }
+        // the postmaster replayed the records up to the redo start (see
+        // `checkpoint_image::load_at_startup`); those before it are in the arena already
+        BASE_LSN = c
+            .replayed_to
+            .load(Ordering::Relaxed)
+            .max(c.base_lsn.load(Ordering::Relaxed));
     }
 }
 
@@ -175,23 +172,7 @@ unsafe extern "C-unwind" fn rm_startup() {
 unsafe extern "C-unwind" fn rm_cleanup() {
     unsafe {
         let c = arena::ctl();
-        for (t, key, _) in tabledir::all() {
-            if !checkpoint_image::relation_file_exists(&key) {
-                for (_lb, b) in tabledir::blocks_of(t) {
-                    arena::free_block(t, b, false);
-                }
-                tabledir::remove(t);
-                continue;
-            }
-            let blocks = tabledir::blocks_of(t);
-            let e = t.entry();
-            e.nblocks.store(blocks.len() as u32, Ordering::Relaxed);
-            e.nlocal
-                .store(blocks.last().map(|x| x.0 + 1).unwrap_or(0), Ordering::Release);
-            e.local_hint.store(0, Ordering::Relaxed);
-            e.insert_hint.store(arena::NO_BLOCK, Ordering::Relaxed);
-            arena::with_alloc_lock(|| tabledir::publish_size(t));
-        }
+        finish_replay();
         if SKIP_ALL {
             // the arena is empty: it is the base as of the end of recovery
             let lsn = pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut());
@@ -200,6 +181,10 @@ unsafe extern "C-unwind" fn rm_cleanup() {
                     Ok(_) => {
                         c.base_lsn.store(lsn, Ordering::Relaxed);
                         c.base_valid.store(1, Ordering::Release);
+                        let keep = checkpoint_image::oldest_image_lsn(ctl.system_identifier)
+                            .unwrap_or(lsn)
+                            .min(lsn);
+                        c.keep_lsn.store(keep, Ordering::Relaxed);
                     }
                     Err(e) => pgrx::warning!("scoot: could not write a new checkpoint image: {e}"),
                 },
@@ -207,7 +192,7 @@ unsafe extern "C-unwind" fn rm_cleanup() {
             }
         }
         if let Some(t0) = RECOVERY_START {
-            c.redo_us.store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+            c.redo_us.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
         }
         pgrx::log!(
             "scoot: crash recovery applied {} scoot WAL records",
@@ -215,6 +200,51 @@ unsafe extern "C-unwind" fn rm_cleanup() {
         );
         changes::REPLAYING = false;
     }
+}
+
+/// `scoot.debug_redo_delay`: tests stretch recovery to crash in the middle of it.
+fn debug_delay() {
+    let us = crate::guc::DEBUG_REDO_DELAY_US.get();
+    if us > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(us as u64));
+    }
+}
+
+/// After redo: recompute what redo does not maintain (table sizes, insert hints) and forget
+/// tables whose relation files are gone (dropped after the record that created them).
+fn finish_replay() {
+    for (t, key, _) in tabledir::all() {
+        if !checkpoint_image::relation_file_exists(&key) {
+            for (_lb, b) in tabledir::blocks_of(t) {
+                arena::free_block(t, b, false);
+            }
+            tabledir::remove(t);
+            continue;
+        }
+        let blocks = tabledir::blocks_of(t);
+        let e = t.entry();
+        e.nblocks.store(blocks.len() as u32, Ordering::Relaxed);
+        e.nlocal
+            .store(blocks.last().map(|x| x.0 + 1).unwrap_or(0), Ordering::Release);
+        e.local_hint.store(0, Ordering::Relaxed);
+        e.insert_hint.store(arena::NO_BLOCK, Ordering::Relaxed);
+        arena::with_alloc_lock(|| tabledir::publish_size(t));
+    }
+}
+
+/// Postmaster start after a clean shutdown whose own image could not be used: replays the scoot
+/// WAL from the loaded (older) image at `from` up to the shutdown checkpoint `to`. Any error is
+/// FATAL (no recovery can be run later: PostgreSQL thinks the shutdown was clean).
+pub fn replay_at_start(from: u64, to: u64, tli: u32) -> u64 {
+    let t0 = std::time::Instant::now();
+    unsafe { changes::REPLAYING = true };
+    let n = unsafe { replay_range(from, to, tli) };
+    finish_replay();
+    unsafe { changes::REPLAYING = false };
+    let c = arena::ctl();
+    c.replayed_at_start.store(1, Ordering::Relaxed);
+    c.redo_us.store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    n
 }
 
 static mut READ_TLI: u32 = 0;
@@ -275,6 +305,7 @@ unsafe fn replay_range(from: u64, to: u64, tli: u32) -> u64 {
                 break;
             }
             if (*rec).xl_rmid == record::RM_SCOOT_ID {
+                debug_delay();
                 let (info, data) = record_data(reader);
                 if let Err(e) = record::apply(info, data) {
                     redo_failed((*reader).ReadRecPtr, &e);

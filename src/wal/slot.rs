@@ -1,5 +1,6 @@
-//! The physical replication slot `pg_scoot_wal`: keeps the WAL since the recovery base (the
-//! last checkpoint image), which crash recovery replays onto it. Set by the OLAP worker at
+//! The physical replication slot `pg_scoot_wal`: keeps the WAL since the oldest checkpoint image
+//! kept on disk (the previous one: the fallback should the newest be damaged), which recovery
+//! replays onto it. Set by the OLAP worker at
 //! start; PostgreSQL then removes only older WAL.
 use crate::storage::arena;
 use pgrx::pg_sys;
@@ -15,6 +16,11 @@ pub fn advance_base(lsn: u64) {
     c.base_lsn.store(lsn, Ordering::Relaxed);
     c.base_valid.store(1, Ordering::Release);
     c.images_written.fetch_add(1, Ordering::Relaxed);
+    let sysid = unsafe { pg_sys::GetSystemIdentifier() };
+    let keep = crate::wal::checkpoint_image::oldest_image_lsn(sysid)
+        .unwrap_or(lsn)
+        .min(lsn);
+    c.keep_lsn.store(keep, Ordering::Relaxed);
     retain_from_base();
 }
 
@@ -27,7 +33,9 @@ pub fn retain_from_base() {
         pgrx::warning!("scoot: no checkpoint image to recover from; scoot tables are not crash safe until the next clean shutdown");
         return;
     }
-    let lsn = c.base_lsn.load(Ordering::Relaxed);
+    let base = c.base_lsn.load(Ordering::Relaxed);
+    let keep = c.keep_lsn.load(Ordering::Relaxed);
+    let lsn = if keep != 0 { keep.min(base) } else { base };
     let r = PgTryBuilder::new(|| unsafe {
         if pg_sys::SearchNamedReplicationSlot(NAME.as_ptr(), true).is_null() {
             pg_sys::ReplicationSlotCreate(
@@ -62,7 +70,7 @@ pub fn retain_from_base() {
     .execute();
     if r {
         pgrx::log!(
-            "scoot: replication slot {:?} keeps the WAL since the checkpoint image at {:X}/{:X}",
+            "scoot: replication slot {:?} keeps the WAL since the oldest checkpoint image at {:X}/{:X}",
             NAME,
             lsn >> 32,
             lsn as u32
