@@ -146,6 +146,9 @@ pub struct ArenaCtl {
     /// Crash start: the postmaster replayed the scoot WAL from the base image up to this LSN (the
     /// last checkpoint's redo point); PostgreSQL's redo applies the records from there on.
     pub replayed_to: AtomicU64,
+    /// This server started from a base backup or as a standby (now or earlier, see
+    /// `wal::checkpoint_image::NOT_REPLAYED`): scoot tables from before have no rows here.
+    pub rows_not_replayed: AtomicU32,
 }
 
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();

@@ -286,6 +286,18 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
                 // indexes from their init forks)
                 create(&key, (*rel).rd_id.into(), b'u')
             }
+            None if arena::ctl().rows_not_replayed.load(Ordering::Relaxed) != 0 => {
+                // a base backup or standby: the rows are on the primary; refused until
+                // TRUNCATE (check_not_stale says so)
+                let t = create(&key, (*rel).rd_id.into(), (*(*rel).rd_rel).relpersistence as u8);
+                t.entry().needs_truncate.store(1, Ordering::Release);
+                t
+            }
+            None if std::fs::metadata(main_fork_path(&key)).is_ok_and(|m| m.len() == 0) => {
+                // the table never had a block (created empty after the last image, or copied
+                // empty by CREATE DATABASE): nothing was lost
+                create(&key, (*rel).rd_id.into(), (*(*rel).rd_rel).relpersistence as u8)
+            }
             None => {
                 let t = create(&key, (*rel).rd_id.into(), (*(*rel).rd_rel).relpersistence as u8);
                 // the file still has the size the lost rows spanned
@@ -300,7 +312,7 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
                         "scoot table \"{}\" lost its rows in a server restart",
                         ffi::rel_name(rel)
                     ),
-                    "The server started without a checkpoint image holding this table (pg_scoot/arena.img was missing, moved away or not usable, or the table was copied by CREATE DATABASE ... TEMPLATE, which does not copy scoot rows); see the server log."
+                    "The server started without a checkpoint image holding this table (pg_scoot/arena.img was missing, moved away or not usable); see the server log."
                 );
                 t
             }
@@ -327,6 +339,13 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
 fn check_not_stale(rel: pg_sys::Relation, t: TableRef) {
     if t.entry().needs_truncate.load(Ordering::Acquire) != 0 {
         let name = unsafe { ffi::rel_name(rel) };
+        if arena::ctl().rows_not_replayed.load(Ordering::Relaxed) != 0 {
+            crate::ffi::error_hint(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("scoot table \"{name}\" has no rows on this server: it was restored from a base backup or runs as (or was promoted from) a physical standby, and pg_scoot does not replay scoot WAL there yet"),
+                format!("Read the table on the primary server. On a writable server, TRUNCATE {name}; makes it usable here (empty)."),
+            );
+        }
         crate::ffi::error_hint(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!("scoot table \"{name}\" lost its rows in a server restart and its indexes still reference them"),

@@ -198,6 +198,9 @@ unsafe extern "C-unwind" fn process_utility(
                 _ => {}
             }
         }
+        if !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_CreatedbStmt {
+            refuse_template_with_scoot_rows(node as *mut pg_sys::CreatedbStmt);
+        }
         // every utility statement passes here: its errors must reach the client unchanged
         crate::ffi::guard::catch(|| match PREV_PROCESS_UTILITY {
             Some(prev) => prev(
@@ -237,6 +240,46 @@ unsafe extern "C-unwind" fn process_utility(
             }
         }
     })
+}
+
+/// CREATE DATABASE copies a template's relation files, not the scoot rows in the arena: refuse
+/// when the template has scoot tables with rows (empty ones are fine: the copies start empty).
+unsafe fn refuse_template_with_scoot_rows(stmt: *mut pg_sys::CreatedbStmt) {
+    unsafe {
+        if !crate::storage::arena::is_ready() {
+            return;
+        }
+        let mut template = "template1".to_string();
+        let opts = (*stmt).options;
+        if !opts.is_null() {
+            for k in 0..(*opts).length as usize {
+                let d = (*(*opts).elements.add(k)).ptr_value as *mut pg_sys::DefElem;
+                if std::ffi::CStr::from_ptr((*d).defname).to_bytes() == b"template" && !(*d).arg.is_null() {
+                    template = std::ffi::CStr::from_ptr(pg_sys::defGetString(d))
+                        .to_string_lossy()
+                        .into_owned();
+                }
+            }
+        }
+        let Ok(cname) = std::ffi::CString::new(template.clone()) else {
+            return;
+        };
+        let oid = u32::from(pg_sys::get_database_oid(cname.as_ptr(), true));
+        if oid == 0 {
+            return; // PostgreSQL reports the missing template
+        }
+        let with_rows = crate::storage::tabledir::all()
+            .into_iter()
+            .filter(|(t, k, _)| k.db == oid && k.backend < 0 && !crate::storage::tabledir::blocks_of(*t).is_empty())
+            .count();
+        if with_rows > 0 {
+            crate::ffi::error_hint(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("CREATE DATABASE cannot copy the rows of scoot tables: template database \"{template}\" has {with_rows} scoot table(s) with rows"),
+                "Copy the data with pg_dump and pg_restore, or empty the scoot tables of the template (TRUNCATE) first.".to_string(),
+            );
+        }
+    }
 }
 
 fn level() -> i32 {

@@ -32,6 +32,19 @@ pub const PREV: &str = "pg_scoot/arena.img.prev";
 /// Where a damaged image is moved (for inspection) once an older one replaced it.
 pub const DAMAGED: &str = "pg_scoot/arena.img.damaged";
 const TMP: &str = "pg_scoot/arena.img.tmp";
+/// Marker: this data directory started from a base backup or as a physical standby, where
+/// pg_scoot does not replay scoot WAL (yet): tables from before that have no rows here and
+/// report an error until TRUNCATE. Written once, kept (delete it by hand once every such table
+/// was truncated or dropped).
+pub const NOT_REPLAYED: &str = "pg_scoot/rows_not_replayed";
+
+/// PostgreSQL starts from a base backup (`backup_label`), for archive recovery or as a standby:
+/// the image (if any) came from another server and the WAL since it is not here.
+fn started_from_backup() -> bool {
+    ["standby.signal", "recovery.signal", "backup_label"]
+        .iter()
+        .any(|f| std::path::Path::new(f).exists())
+}
 
 const MAGIC: u64 = u64::from_le_bytes(*b"SCOOTIMG");
 const IMAGE_VERSION: u32 = 2;
@@ -533,6 +546,27 @@ pub fn load_at_startup() {
     let clean = ctl.state == DB_SHUTDOWNED;
     // a crash while an image was written leaves its temporary file
     discard_tmp();
+    let from_backup = started_from_backup();
+    if from_backup && !std::path::Path::new(NOT_REPLAYED).exists() {
+        let _ = std::fs::create_dir_all(DIR);
+        if let Err(e) = std::fs::write(
+            NOT_REPLAYED,
+            "This data directory started from a base backup or as a physical standby: pg_scoot did not replay scoot WAL, scoot tables from before have no rows here.\n",
+        ) {
+            fatal(format!("scoot: cannot write {NOT_REPLAYED}: {e}"));
+        }
+    }
+    if std::path::Path::new(NOT_REPLAYED).exists() {
+        arena::ctl().rows_not_replayed.store(1, Ordering::Relaxed);
+    }
+    if from_backup {
+        // images of the server the backup was taken from: the WAL since them is not here
+        for f in [FILE, PREV] {
+            let _ = std::fs::remove_file(f);
+        }
+        log("scoot: this server starts from a base backup or as a standby; pg_scoot does not replay scoot WAL here yet: scoot tables from before have no rows on this server and report an error until TRUNCATE");
+        return;
+    }
     let files: Vec<&str> = [FILE, PREV]
         .into_iter()
         .filter(|p| std::path::Path::new(p).exists())

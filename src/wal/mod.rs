@@ -154,7 +154,11 @@ unsafe extern "C-unwind" fn rm_startup() {
         c.crash_recovered.store(1, Ordering::Release);
         if c.base_valid.load(Ordering::Acquire) == 0 {
             SKIP_ALL = true;
-            pgrx::log!("scoot: crash recovery without a checkpoint image: scoot WAL records are skipped and scoot tables lose their rows");
+            if c.rows_not_replayed.load(Ordering::Relaxed) != 0 {
+                pgrx::log!("scoot: recovery from a base backup or as a standby: scoot WAL records are skipped (not supported yet)");
+            } else {
+                pgrx::log!("scoot: crash recovery without a checkpoint image: scoot WAL records are skipped and scoot tables lose their rows");
+            }
             return;
         }
         // the postmaster replayed the records up to the redo start (see
