@@ -232,11 +232,29 @@ pub fn block_ptr(b: u32) -> *mut u8 {
     unsafe { ARENA_BASE.add(b as usize * block_size()) }
 }
 
+/// Blocks this backend populated (bit per arena block).
+static mut POPULATED: Vec<u64> = Vec::new();
+
 /// Maps block `b`'s pages into this process's page tables in one call (MADV_POPULATE_READ,
 /// Linux 5.14+; a no-op where unsupported): a backend's first read of a block otherwise takes one
 /// page fault per 4 kB, which a whole-table read of a fresh connection pays for every block.
 pub fn populate(b: u32) {
     const MADV_POPULATE_READ: i32 = 22;
+    // once per block and backend: the page tables stay (a freed block's pages are zapped in every
+    // process, which then merely faults them in again one by one); a 1 MB populate of an already
+    // mapped block still walks its 256 page-table entries, which an OLTP statement scanning a
+    // small table would pay every time
+    #[allow(static_mut_refs)]
+    unsafe {
+        let (w, bit) = ((b / 64) as usize, 1u64 << (b % 64));
+        if POPULATED.len() <= w {
+            POPULATED.resize(w + 1, 0);
+        }
+        if POPULATED[w] & bit != 0 {
+            return;
+        }
+        POPULATED[w] |= bit;
+    }
     unsafe {
         libc::madvise(
             block_ptr(b) as *mut libc::c_void,
