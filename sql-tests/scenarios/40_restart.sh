@@ -10,6 +10,7 @@
 #     tables come back empty, as on heap.
 #  B2. a backend SIGKILLed mid-transaction: the postmaster reinitialises shared memory, the
 #     image + WAL bring back every committed row, none of the open transaction's.
+#  B3. WAL beyond max_wal_size since the last image makes the worker write one early.
 #  C. a damaged newest image (one flipped byte): WARNING, the previous image is loaded and the
 #     scoot WAL since it replayed (clean shutdown: in the postmaster); same rows at the same TIDs.
 #  C2. SIGKILL of every server process while the worker writes an image (slowed by
@@ -254,6 +255,18 @@ same_as "$D7" "after a backend SIGKILL"
 [ "$(q -c "SELECT count(*) FROM rst_scoot WHERE t = 'uncommitted'") $(q -c "SELECT count(*) FROM rst_plain WHERE t = 'uncommitted'")" = "0 0" ] ||
   fail "rows of the killed transaction are visible"
 echo "    ok: shared memory reinitialised, image + WAL replayed, no uncommitted rows"
+
+echo "=== B3. more WAL than max_wal_size since the last image: the worker writes one early"
+set_conf max_wal_size "'32MB'"
+set_conf scoot.checkpoint_interval 3600
+n0=$(q -c "SELECT images_written FROM scoot.checkpoints")
+q -c "UPDATE rst_frozen SET b = b + 1" -c "UPDATE rst_frozen SET b = b - 1" || fail "bulk updates failed"
+for _ in $(seq 1 100); do [ "$(q -c "SELECT images_written FROM scoot.checkpoints")" -gt "$n0" ] && break; sleep 0.5; done
+[ "$(q -c "SELECT images_written FROM scoot.checkpoints")" -gt "$n0" ] ||
+  fail "no image after $(q -c "SELECT pg_size_pretty(wal_retained_bytes) FROM scoot.checkpoints") of WAL with max_wal_size = 32MB"
+reset_conf max_wal_size
+reset_conf scoot.checkpoint_interval
+echo "    ok: image written early ($(q -c "SELECT images_written FROM scoot.checkpoints") so far)"
 
 echo "=== C. a damaged newest image: the previous image and a longer replay take over"
 q -c "UPDATE rst_scoot SET t = t || 'c' WHERE id % 5 = 0" -c "INSERT INTO rst_plain SELECT g, 'c ' || g FROM generate_series(2001, 2100) g" || fail "writes failed"

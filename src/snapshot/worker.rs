@@ -269,9 +269,19 @@ impl Worker {
     /// for any snapshot), flush the WAL up to that position, publish the image and move the
     /// replication slot there, so PostgreSQL may recycle the older WAL and crash recovery
     /// replays only what came after.
+    ///
+    /// Like PostgreSQL's checkpoints, an image is also due early when the WAL since the last one
+    /// exceeds `max_wal_size` (at most every 10 s): that bounds both the WAL the slot keeps and
+    /// the replay a crash costs.
     fn image_step(&mut self) {
         let interval = guc::CHECKPOINT_INTERVAL_S.get();
-        if interval <= 0 || self.last_image.elapsed() < Duration::from_secs(interval as u64) {
+        if interval <= 0 {
+            return;
+        }
+        let elapsed = self.last_image.elapsed();
+        if elapsed < Duration::from_secs(interval as u64)
+            && !(elapsed >= Duration::from_secs(10) && wal_since_base() > max_wal_bytes())
+        {
             return;
         }
         let changes = cow::ctl().changes.load(Ordering::Acquire);
@@ -625,4 +635,19 @@ impl Worker {
         self.last_taken = Some(Instant::now());
         self.release_old();
     }
+}
+
+/// WAL written since the recovery base (the last checkpoint image), in bytes.
+fn wal_since_base() -> u64 {
+    let c = crate::storage::arena::ctl();
+    if c.base_valid.load(Ordering::Acquire) == 0 {
+        return 0;
+    }
+    let now = unsafe { pg_sys::GetXLogInsertRecPtr() };
+    now.saturating_sub(c.base_lsn.load(Ordering::Relaxed))
+}
+
+/// PostgreSQL's `max_wal_size` in bytes.
+fn max_wal_bytes() -> u64 {
+    (unsafe { pg_sys::max_wal_size_mb }.max(1) as u64) << 20
 }
