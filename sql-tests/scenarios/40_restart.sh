@@ -176,6 +176,18 @@ q -c "UPDATE rst_scoot SET t = t || '#', k = k + 2 WHERE id % 4 = 0" -c "CHECKPO
   -c "UPDATE rst_types SET big = repeat('y', 5000) WHERE id % 50 = 1" -c "VACUUM rst_types" \
   -c "TRUNCATE rst_unlogged" -c "INSERT INTO rst_unlogged VALUES (1, 'unlogged, gone after a crash')" || fail "writes before the crash failed"
 D5=$(digests)
+# the records carry the resource manager's name and descriptions (pg_walinspect, PostgreSQL 15;
+# pg_waldump of PostgreSQL 15 cannot load an extension's resource manager and prints custom143)
+if q -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null 2>&1; then
+  w0=$(q -c "SELECT pg_current_wal_insert_lsn()")
+  q -c "INSERT INTO rst_scoot VALUES (39999, 1, 'walinspect')" -c "DELETE FROM rst_scoot WHERE id = 39999" || fail "writes failed"
+  w1=$(q -c "SELECT pg_current_wal_insert_lsn()")
+  r=$(q -c "SELECT record_type, description FROM pg_get_wal_records_info('$w0', '$w1') WHERE resource_manager = 'pg_scoot' LIMIT 1")
+  echo "$r" | grep -qE "^BLOCK\|rel [0-9]+/[0-9]+/[0-9]+ block [0-9]+ hwm [0-9]+ runs [0-9]+ bytes [0-9]+$" ||
+    fail "pg_walinspect does not show named scoot records: '$r'"
+  D5=$(digests)
+  echo "    ok: pg_walinspect names the records ($r)"
+fi
 lines_before=$(wc -l <"$LOGFILE")
 echo "--- crashing the server (pg_ctl stop -m immediate; data directory $DATADIR)"
 pgctl stop -m immediate || { cat "$WORK/pg_ctl.out"; fail "pg_ctl stop -m immediate failed"; }
