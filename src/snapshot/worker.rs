@@ -56,6 +56,8 @@ struct Worker {
     /// position at its gate instant
     want_image: bool,
     image_capture: Option<(usize, u64, u64, Vec<crate::wal::checkpoint_image::ImgTable>)>,
+    /// The checkpoint image being written (see `image_continue`).
+    image_job: Option<ImageJob>,
     last_image: Instant,
     changes_at_image: u64,
 }
@@ -165,6 +167,7 @@ pub extern "C-unwind" fn scoot_olap_worker_main(_arg: pg_sys::Datum) {
         last_freeze_pass: None,
         want_image: false,
         image_capture: None,
+        image_job: None,
         last_image: Instant::now(),
         changes_at_image: cow::ctl().changes.load(Ordering::Acquire),
     };
@@ -274,6 +277,10 @@ impl Worker {
     /// exceeds `max_wal_size` (at most every 10 s): that bounds both the WAL the slot keeps and
     /// the replay a crash costs.
     fn image_step(&mut self) {
+        if self.image_job.is_some() {
+            self.image_continue();
+            return;
+        }
         let interval = guc::CHECKPOINT_INTERVAL_S.get();
         if interval <= 0 {
             return;
@@ -301,40 +308,84 @@ impl Worker {
         };
         self.last_image = Instant::now();
         self.changes_at_image = changes;
-        let t0 = Instant::now();
         let sysid = unsafe { pg_sys::GetSystemIdentifier() };
-        let epoch = img.epoch;
-        let img_ref = std::panic::AssertUnwindSafe(&img);
-        let res = PgTryBuilder::new(|| {
-            let img = *img_ref;
-            crate::wal::checkpoint_image::write_tables(
-                sysid,
-                lsn,
-                &tables,
-                |ab, dst| {
+        let tables = std::panic::AssertUnwindSafe(tables);
+        let res = guarded(move || {
+            let tables = tables;
+            crate::wal::checkpoint_image::ImageWriter::begin(sysid, lsn, tables.0).map_err(|e| e.to_string())
+        });
+        match res {
+            Ok(writer) => {
+                self.image_job = Some(ImageJob {
+                    writer: Some(writer),
+                    epoch: img.epoch,
+                    img,
+                    slot: i,
+                    lsn,
+                    t0: Instant::now(),
+                });
+                self.image_continue();
+            }
+            Err(e) => image_failed(&e),
+        }
+    }
+
+    /// Writes the next slice of the image in progress (at most `IMAGE_SLICE` per tick, so the
+    /// worker goes on taking snapshots for readers and freezing meanwhile, and OLTP keeps most of
+    /// the CPU; all at once when the snapshot's preserved pages fill half the pre-image pool),
+    /// and publishes it once complete.
+    fn image_continue(&mut self) {
+        let Some(job) = self.image_job.as_mut() else {
+            return;
+        };
+        if !cow::slot_live(job.slot, job.epoch) {
+            self.image_job = None;
+            image_failed("the snapshot was abandoned while the image was written");
+            return;
+        }
+        let pressed = cow::is_ready()
+            && cow::frames_in_use() as u64 * 2 > cow::ctl().nframes as u64;
+        let until = (!pressed).then(|| Instant::now() + IMAGE_SLICE);
+        let img = std::panic::AssertUnwindSafe(job.img.clone());
+        let writer = std::panic::AssertUnwindSafe(job.writer.as_mut().expect("image writer"));
+        let res = guarded(move || {
+            let writer = writer;
+            let img = img;
+            writer
+                .0
+                .step(until, &mut |ab, dst| {
                     img.materialize(ab, dst);
                     Ok(())
-                },
-                || {
-                    if !cow::slot_live(i, epoch) {
+                })
+                .map_err(|e| e.to_string())
+        });
+        match res {
+            Ok(false) => return, // more at the next tick
+            Ok(true) => {}
+            Err(e) => {
+                self.image_job = None;
+                image_failed(&e);
+                return;
+            }
+        }
+        let mut job = self.image_job.take().expect("image job");
+        let (slot, epoch, lsn, t0) = (job.slot, job.epoch, job.lsn, job.t0);
+        let writer = std::panic::AssertUnwindSafe(job.writer.take().expect("image writer"));
+        let res = guarded(move || {
+            let writer = writer;
+            writer
+                .0
+                .finish(|| {
+                    if !cow::slot_live(slot, epoch) {
                         return Err("the snapshot was abandoned while the image was written".into());
                     }
                     // everything the image contains is described by WAL before `lsn`
                     unsafe { pg_sys::XLogFlush(lsn) };
                     Ok(())
-                },
-            )
-            .map_err(|e| e.to_string())
-        })
-        .catch_others(|e| {
-            Err(match e {
-                pgrx::pg_sys::panic::CaughtError::PostgresError(r)
-                | pgrx::pg_sys::panic::CaughtError::ErrorReport(r) => r.message().to_string(),
-                _ => "unexpected error".to_string(),
-            })
-        })
-        .execute();
-        drop(img);
+                })
+                .map_err(|e| e.to_string())
+        });
+        drop(job);
         match res {
             Ok((tables, blocks, bytes)) => {
                 crate::wal::slot::advance_base(lsn);
@@ -347,10 +398,7 @@ impl Worker {
                     t0.elapsed().as_millis()
                 );
             }
-            Err(e) => {
-                crate::wal::checkpoint_image::discard_tmp();
-                warning!("scoot: could not write a checkpoint image: {e}; the previous image and the WAL since it stay in use");
-            }
+            Err(e) => image_failed(&e),
         }
     }
 
@@ -650,4 +698,35 @@ fn wal_since_base() -> u64 {
 /// PostgreSQL's `max_wal_size` in bytes.
 fn max_wal_bytes() -> u64 {
     (unsafe { pg_sys::max_wal_size_mb }.max(1) as u64) << 20
+}
+
+/// A checkpoint image being written from a pinned snapshot.
+struct ImageJob {
+    writer: Option<crate::wal::checkpoint_image::ImageWriter>,
+    img: std::rc::Rc<crate::snapshot::image::Image>,
+    slot: usize,
+    epoch: u32,
+    lsn: u64,
+    t0: Instant,
+}
+
+/// Image writing per worker tick (between ticks the worker serves readers and OLTP runs).
+const IMAGE_SLICE: Duration = Duration::from_millis(20);
+
+/// Runs `f`, turning a PostgreSQL error or a panic into an `Err` (the worker goes on).
+fn guarded<T>(f: impl FnOnce() -> Result<T, String> + std::panic::UnwindSafe) -> Result<T, String> {
+    PgTryBuilder::new(f)
+        .catch_others(|e| {
+            Err(match e {
+                pgrx::pg_sys::panic::CaughtError::PostgresError(r)
+                | pgrx::pg_sys::panic::CaughtError::ErrorReport(r) => r.message().to_string(),
+                _ => "unexpected error".to_string(),
+            })
+        })
+        .execute()
+}
+
+fn image_failed(e: &str) {
+    crate::wal::checkpoint_image::discard_tmp();
+    warning!("scoot: could not write a checkpoint image: {e}; the previous image and the WAL since it stay in use");
 }

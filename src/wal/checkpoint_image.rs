@@ -380,7 +380,7 @@ pub fn write_image_at(sysid: u64, lsn: u64) -> std::io::Result<(u32, u64, u64)> 
 
 fn write_image(ctl: &Control) -> std::io::Result<(u32, u64, u64)> {
     let tables = capture_tables(false);
-    write_tables(ctl.system_identifier, ctl.checkpoint, &tables, |ab, dst| {
+    write_tables(ctl.system_identifier, ctl.checkpoint, tables, |ab, dst| {
         let bs = arena::block_size();
         unsafe { std::ptr::copy_nonoverlapping(arena::block_ptr(ab), dst.as_mut_ptr(), bs) };
         Ok(())
@@ -432,74 +432,138 @@ pub fn capture_tables(permanent_only: bool) -> Vec<ImgTable> {
 pub fn write_tables(
     sysid: u64,
     lsn: u64,
-    tables: &[ImgTable],
+    tables: Vec<ImgTable>,
     mut read: impl FnMut(u32, &mut [u8]) -> Result<(), String>,
     before_publish: impl FnOnce() -> Result<(), String>,
 ) -> std::io::Result<(u32, u64, u64)> {
-    std::fs::create_dir_all(DIR)?;
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(TMP)?;
-    let mut w = BufWriter::with_capacity(4 << 20, f);
-    let bs = arena::block_size() as u32;
-    let mut e = Enc::new();
-    e.u64(MAGIC)
-        .u32(IMAGE_VERSION)
-        .u32(block::FORMAT_VERSION as u32)
-        .u32(bs)
-        .u32(tables.len() as u32)
-        .u64(sysid)
-        .u64(lsn)
-        .u64(unsafe { pg_sys::GetCurrentTimestamp() } as u64);
-    w.write_all(e.seal(crc32fast::Hasher::new()))?;
-    let mut nblocks: u64 = 0;
-    let mut bytes: u64 = HEADER_LEN as u64;
-    let mut buf = vec![0u8; bs as usize];
-    for t in tables {
-        w.write_all(t.meta.encode().seal(crc32fast::Hasher::new()))?;
-        bytes += TABLE_LEN as u64;
-        for (b, m) in &t.blocks {
-            if !m.sane(bs) {
-                return Err(std::io::Error::other(format!(
-                    "block {b} of relfilenode {} has an inconsistent descriptor {m:?}",
-                    t.meta.key.rel
-                )));
+    let mut w = ImageWriter::begin(sysid, lsn, tables)?;
+    while !w.step(None, &mut read)? {}
+    w.finish(before_publish)
+}
+
+/// An image being written, a slice at a time (the OLAP worker interleaves it with its other
+/// duties): `begin` writes the header to the temporary file, `step` more blocks, `finish` the
+/// trailer, fsyncs and publishes (the newest image becomes the previous one).
+pub struct ImageWriter {
+    w: BufWriter<File>,
+    tables: Vec<ImgTable>,
+    /// next table / block of it to write; `header_done`: the table's record is written
+    ti: usize,
+    bi: usize,
+    header_done: bool,
+    buf: Vec<u8>,
+    bs: u32,
+    nblocks: u64,
+    bytes: u64,
+}
+
+impl ImageWriter {
+    pub fn begin(sysid: u64, lsn: u64, tables: Vec<ImgTable>) -> std::io::Result<ImageWriter> {
+        std::fs::create_dir_all(DIR)?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(TMP)?;
+        let mut w = BufWriter::with_capacity(4 << 20, f);
+        let bs = arena::block_size() as u32;
+        let mut e = Enc::new();
+        e.u64(MAGIC)
+            .u32(IMAGE_VERSION)
+            .u32(block::FORMAT_VERSION as u32)
+            .u32(bs)
+            .u32(tables.len() as u32)
+            .u64(sysid)
+            .u64(lsn)
+            .u64(unsafe { pg_sys::GetCurrentTimestamp() } as u64);
+        w.write_all(e.seal(crc32fast::Hasher::new()))?;
+        Ok(ImageWriter {
+            w,
+            tables,
+            ti: 0,
+            bi: 0,
+            header_done: false,
+            buf: vec![0u8; bs as usize],
+            bs,
+            nblocks: 0,
+            bytes: HEADER_LEN as u64,
+        })
+    }
+
+    /// Writes blocks until all are written (returns true) or `until` has passed.
+    pub fn step(
+        &mut self,
+        until: Option<std::time::Instant>,
+        read: &mut impl FnMut(u32, &mut [u8]) -> Result<(), String>,
+    ) -> std::io::Result<bool> {
+        while self.ti < self.tables.len() {
+            let t = &self.tables[self.ti];
+            if !self.header_done {
+                self.w.write_all(t.meta.encode().seal(crc32fast::Hasher::new()))?;
+                self.bytes += TABLE_LEN as u64;
+                self.header_done = true;
             }
-            read(*b, &mut buf).map_err(std::io::Error::other)?;
-            let delay = crate::guc::DEBUG_IMAGE_DELAY_MS.get();
-            if delay > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(delay as u64));
+            while self.bi < t.blocks.len() {
+                if until.is_some_and(|u| std::time::Instant::now() >= u) {
+                    return Ok(false);
+                }
+                let (b, m) = &t.blocks[self.bi];
+                if !m.sane(self.bs) {
+                    return Err(std::io::Error::other(format!(
+                        "block {b} of relfilenode {} has an inconsistent descriptor {m:?}",
+                        t.meta.key.rel
+                    )));
+                }
+                read(*b, &mut self.buf).map_err(std::io::Error::other)?;
+                let delay = crate::guc::DEBUG_IMAGE_DELAY_MS.get();
+                if delay > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(delay as u64));
+                }
+                let head = &self.buf[..m.fixed_end as usize];
+                let tail = &self.buf[m.var_low as usize..];
+                let mut h = crc32fast::Hasher::new();
+                h.update(head);
+                h.update(tail);
+                self.w.write_all(m.encode().seal(h))?;
+                self.w.write_all(head)?;
+                self.w.write_all(tail)?;
+                self.nblocks += 1;
+                self.bytes += (BLOCK_LEN + head.len() + tail.len()) as u64;
+                self.bi += 1;
             }
-            let head = &buf[..m.fixed_end as usize];
-            let tail = &buf[m.var_low as usize..];
-            let mut h = crc32fast::Hasher::new();
-            h.update(head);
-            h.update(tail);
-            w.write_all(m.encode().seal(h))?;
-            w.write_all(head)?;
-            w.write_all(tail)?;
-            nblocks += 1;
-            bytes += (BLOCK_LEN + head.len() + tail.len()) as u64;
+            self.ti += 1;
+            self.bi = 0;
+            self.header_done = false;
         }
+        Ok(true)
     }
-    let mut e = Enc::new();
-    e.u32(TAG_END).u64(nblocks);
-    w.write_all(e.seal(crc32fast::Hasher::new()))?;
-    bytes += END_LEN as u64;
-    let f = w.into_inner().map_err(|e| e.into_error())?;
-    f.sync_all()?;
-    drop(f);
-    before_publish().map_err(std::io::Error::other)?;
-    // the newest image becomes the previous one (a crash between the renames leaves the
-    // previous image and the temporary file, which the next start removes)
-    if std::path::Path::new(FILE).exists() {
-        std::fs::rename(FILE, PREV)?;
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
-    std::fs::rename(TMP, FILE)?;
-    File::open(DIR)?.sync_all()?;
-    Ok((tables.len() as u32, nblocks, bytes))
+
+    pub fn finish(
+        mut self,
+        before_publish: impl FnOnce() -> Result<(), String>,
+    ) -> std::io::Result<(u32, u64, u64)> {
+        let mut e = Enc::new();
+        e.u32(TAG_END).u64(self.nblocks);
+        self.w.write_all(e.seal(crc32fast::Hasher::new()))?;
+        self.bytes += END_LEN as u64;
+        let f = self.w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        drop(f);
+        before_publish().map_err(std::io::Error::other)?;
+        // the newest image becomes the previous one (a crash between the renames leaves the
+        // previous image and the temporary file, which the next start removes)
+        if std::path::Path::new(FILE).exists() {
+            std::fs::rename(FILE, PREV)?;
+        }
+        std::fs::rename(TMP, FILE)?;
+        File::open(DIR)?.sync_all()?;
+        Ok((self.tables.len() as u32, self.nblocks, self.bytes))
+    }
 }
 
 /// Removes a partly written image (after a failure).
