@@ -271,6 +271,15 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
     crate::ensure_preloaded();
     arena::register_tranche();
     unsafe {
+        if !pg_sys::IsUnderPostmaster {
+            // single-user mode loads no checkpoint image: the arena is empty, and a write here
+            // would log changes to blocks the table's real contents already occupy
+            crate::ffi::error_hint(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("scoot table \"{}\" cannot be used in single-user mode", ffi::rel_name(rel)),
+                "Start the server normally to use scoot tables.".to_string(),
+            );
+        }
         let key = key_of_rel(rel);
         let c = (*rel).rd_amcache as *mut AmCache;
         if !c.is_null() && (*c).key == key && (*c).t.is_current() {

@@ -455,6 +455,22 @@ pub struct ImageWriter {
     bs: u32,
     nblocks: u64,
     bytes: u64,
+    /// bytes handed to the kernel's writeback so far (see `start_writeback`)
+    synced: u64,
+}
+
+/// Start the kernel's writeback of the image every this many bytes, so the final fsync does not
+/// push a whole image to the disk at once (stalling the WAL's fsyncs behind it).
+const WRITEBACK_EVERY: u64 = 32 << 20;
+
+/// Hands bytes [from, to) of the image file to the kernel's writeback (asynchronous: starts
+/// writing the dirty pages, does not wait for them).
+fn start_writeback(w: &mut BufWriter<File>, from: u64, to: u64) -> std::io::Result<()> {
+    w.flush()?;
+    use std::os::unix::io::AsRawFd;
+    let fd = w.get_ref().as_raw_fd();
+    unsafe { libc::sync_file_range(fd, from as i64, (to - from) as i64, libc::SYNC_FILE_RANGE_WRITE) };
+    Ok(())
 }
 
 impl ImageWriter {
@@ -487,6 +503,7 @@ impl ImageWriter {
             bs,
             nblocks: 0,
             bytes: HEADER_LEN as u64,
+            synced: 0,
         })
     }
 
@@ -530,6 +547,10 @@ impl ImageWriter {
                 self.nblocks += 1;
                 self.bytes += (BLOCK_LEN + head.len() + tail.len()) as u64;
                 self.bi += 1;
+                if self.bytes - self.synced >= WRITEBACK_EVERY {
+                    start_writeback(&mut self.w, self.synced, self.bytes)?;
+                    self.synced = self.bytes;
+                }
             }
             self.ti += 1;
             self.bi = 0;
