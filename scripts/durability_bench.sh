@@ -140,8 +140,11 @@ PY
   echo "## Cost of image writing on OLTP"
   echo
   cat "$TMP/oltp.md"
+  echo
+  echo "![TPS while images are written](durability_oltp.png)"
 } >"$RES/durability.md"
 {
   echo '{"recovery":'; cat "$TMP/rows.json"; echo ',"oltp":'; cat "$TMP/oltp.json"; echo '}'
 } >"$RES/durability.json"
+python3 bench/plot_durability.py "$RES/durability.json" || echo "(no plot: matplotlib missing?)"
 cat "$RES/durability.md"
