@@ -709,8 +709,7 @@ pub fn load_at_startup() {
                     }
                 ));
                 // the loaded image is the recovery base (until a newer one is written)
-                c.base_lsn.store(l.lsn, Ordering::Relaxed);
-                c.base_valid.store(1, Ordering::Release);
+                set_base(ctl.system_identifier, l.lsn);
                 if !clean {
                     c.crash_recovered.store(1, Ordering::Relaxed);
                 }
@@ -730,9 +729,6 @@ pub fn load_at_startup() {
                     // the arena is now as of the shutdown checkpoint: make that the new base
                     new_base(&ctl, "an image older than the shutdown checkpoint");
                 }
-                let base = c.base_lsn.load(Ordering::Relaxed);
-                c.keep_lsn
-                    .store(oldest_image_lsn(ctl.system_identifier).unwrap_or(base).min(base), Ordering::Relaxed);
                 return;
             }
             Err(NotLoaded::Skipped(m)) => {
@@ -743,7 +739,8 @@ pub fn load_at_startup() {
                 warn(&m);
                 problems.push(m);
                 damaged = true;
-                reset_arena();
+                // empty the arena again: the damaged image was partly loaded
+                arena::reinit();
             }
         }
     }
@@ -755,19 +752,24 @@ pub fn load_at_startup() {
     }
 }
 
-/// The LSN of the oldest image on disk of this system (the slot keeps the WAL since then).
-pub fn oldest_image_lsn(sysid: u64) -> Option<u64> {
+/// The image stamped `lsn` is the recovery base now; the WAL is kept from the oldest image on
+/// disk (the previous one, the fallback), or from `lsn`.
+pub fn set_base(sysid: u64, lsn: u64) {
+    let c = arena::ctl();
+    c.base_lsn.store(lsn, Ordering::Relaxed);
+    c.base_valid.store(1, Ordering::Release);
+    let keep = oldest_image_lsn(sysid).unwrap_or(lsn).min(lsn);
+    c.keep_lsn.store(keep, Ordering::Relaxed);
+}
+
+/// The LSN of the oldest image on disk of this system.
+fn oldest_image_lsn(sysid: u64) -> Option<u64> {
     [FILE, PREV]
         .into_iter()
         .filter_map(|p| header_of(p))
         .filter(|h| h.valid && h.sysid == sysid)
         .map(|h| h.lsn)
         .min()
-}
-
-/// Empties the arena again after a damaged image was partly loaded (start-up only).
-fn reset_arena() {
-    arena::reinit();
 }
 
 struct Header {
@@ -1037,15 +1039,7 @@ fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded
 /// server starts from, so that a crash later replays the scoot WAL from there.
 fn new_base(ctl: &Control, why: &str) {
     match write_image_at(ctl.system_identifier, ctl.checkpoint) {
-        Ok(_) => {
-            let c = arena::ctl();
-            c.base_lsn.store(ctl.checkpoint, Ordering::Relaxed);
-            c.base_valid.store(1, Ordering::Release);
-            c.keep_lsn.store(
-                oldest_image_lsn(ctl.system_identifier).unwrap_or(ctl.checkpoint).min(ctl.checkpoint),
-                Ordering::Relaxed,
-            );
-        }
+        Ok(_) => set_base(ctl.system_identifier, ctl.checkpoint),
         Err(e) => {
             discard_tmp();
             if arena::ctl().base_valid.load(Ordering::Acquire) != 0 {

@@ -182,14 +182,7 @@ unsafe extern "C-unwind" fn rm_cleanup() {
             let lsn = pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut());
             match checkpoint_image::read_control() {
                 Ok(ctl) => match checkpoint_image::write_image_at(ctl.system_identifier, lsn) {
-                    Ok(_) => {
-                        c.base_lsn.store(lsn, Ordering::Relaxed);
-                        c.base_valid.store(1, Ordering::Release);
-                        let keep = checkpoint_image::oldest_image_lsn(ctl.system_identifier)
-                            .unwrap_or(lsn)
-                            .min(lsn);
-                        c.keep_lsn.store(keep, Ordering::Relaxed);
-                    }
+                    Ok(_) => checkpoint_image::set_base(ctl.system_identifier, lsn),
                     Err(e) => pgrx::warning!("scoot: could not write a new checkpoint image: {e}"),
                 },
                 Err(e) => pgrx::warning!("scoot: {e}"),

@@ -51,6 +51,16 @@ fn dec_key(d: &mut Dec) -> RelKey {
     }
 }
 
+/// The runs of `ranges` in `block` (offset, length, zero run?) and the data bytes they carry.
+fn runs_of(block: &[u8], ranges: &[(u32, u32)]) -> (Vec<(u32, u32, bool)>, usize) {
+    let mut runs: Vec<(u32, u32, bool)> = Vec::with_capacity(ranges.len());
+    for &(off, len) in ranges {
+        split_zero_runs(&block[off as usize..(off + len) as usize], off, &mut runs);
+    }
+    let data = runs.iter().filter(|r| !r.2).map(|r| r.1 as usize).sum();
+    (runs, data)
+}
+
 /// Encodes a BLOCK record: `block` is the whole block, `ranges` sorted and disjoint.
 pub fn encode_block(
     key: &RelKey,
@@ -65,13 +75,9 @@ pub fn encode_block(
     e.u32(lb).u64(var_mask);
     meta.encode_fields(&mut e);
     // runs: (offset, length | ZERO_RUN) [+ data]
-    let mut runs: Vec<(u32, u32, bool)> = Vec::with_capacity(ranges.len());
-    for &(off, len) in ranges {
-        split_zero_runs(&block[off as usize..(off + len) as usize], off, &mut runs);
-    }
+    let (runs, data) = runs_of(block, ranges);
     e.u32(runs.len() as u32);
     let mut out = e.0;
-    let data: usize = runs.iter().filter(|r| !r.2).map(|r| r.1 as usize).sum();
     out.reserve(runs.len() * 8 + data);
     for &(off, len, zero) in &runs {
         out.extend_from_slice(&off.to_le_bytes());
@@ -122,11 +128,7 @@ pub fn encode_block_v(
     block: &[u8],
     ranges: &[(u32, u32)],
 ) -> Vec<u8> {
-    let mut runs: Vec<(u32, u32, bool)> = Vec::with_capacity(ranges.len());
-    for &(off, len) in ranges {
-        split_zero_runs(&block[off as usize..(off + len) as usize], off, &mut runs);
-    }
-    let data: usize = runs.iter().filter(|r| !r.2).map(|r| r.1 as usize).sum();
+    let (runs, data) = runs_of(block, ranges);
     let mut out = Vec::with_capacity(64 + runs.len() * 6 + data);
     for v in [key.spc as u64, key.db as u64, key.rel as u64, (key.backend as i64 + 1) as u64] {
         put_var(&mut out, v);

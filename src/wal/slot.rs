@@ -12,15 +12,8 @@ pub const NAME: &std::ffi::CStr = c"pg_scoot_wal";
 /// A new checkpoint image at `lsn` is in place: it is the recovery base now, and the WAL before
 /// it may go.
 pub fn advance_base(lsn: u64) {
-    let c = arena::ctl();
-    c.base_lsn.store(lsn, Ordering::Relaxed);
-    c.base_valid.store(1, Ordering::Release);
-    c.images_written.fetch_add(1, Ordering::Relaxed);
-    let sysid = unsafe { pg_sys::GetSystemIdentifier() };
-    let keep = crate::wal::checkpoint_image::oldest_image_lsn(sysid)
-        .unwrap_or(lsn)
-        .min(lsn);
-    c.keep_lsn.store(keep, Ordering::Relaxed);
+    arena::ctl().images_written.fetch_add(1, Ordering::Relaxed);
+    crate::wal::checkpoint_image::set_base(unsafe { pg_sys::GetSystemIdentifier() }, lsn);
     retain_from_base();
 }
 
