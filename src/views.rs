@@ -203,14 +203,17 @@ fn checkpoints_info() -> TableIterator<
     TableIterator::once((
         img::FILE.to_string(),
         d.as_ref().map(|d| d.bytes as i64),
-        d.as_ref().filter(|d| d.valid_header).map(|d| lsn(d.checkpoint)),
+        d.as_ref()
+            .filter(|d| d.valid_header)
+            .map(|d| lsn(d.checkpoint)),
         d.as_ref().filter(|d| d.valid_header).map(|d| d.written_at),
         loaded != 0,
         (loaded != 0).then(|| lsn(loaded)),
         c.image_tables.load(Ordering::Relaxed) as i64,
         c.image_blocks.load(Ordering::Relaxed) as i64,
         (loaded != 0).then(|| c.image_load_us.load(Ordering::Relaxed) as f64 / 1e3),
-        (c.base_valid.load(Ordering::Acquire) != 0).then(|| lsn(c.base_lsn.load(Ordering::Relaxed))),
+        (c.base_valid.load(Ordering::Acquire) != 0)
+            .then(|| lsn(c.base_lsn.load(Ordering::Relaxed))),
         c.crash_recovered.load(Ordering::Relaxed) != 0,
         c.redo_records.load(Ordering::Relaxed) as i64,
         (c.crash_recovered.load(Ordering::Relaxed) != 0
@@ -222,7 +225,9 @@ fn checkpoints_info() -> TableIterator<
             2 => Some(img::PREV.to_string()),
             _ => None,
         },
-        p.as_ref().filter(|d| d.valid_header).map(|d| lsn(d.checkpoint)),
+        p.as_ref()
+            .filter(|d| d.valid_header)
+            .map(|d| lsn(d.checkpoint)),
         p.as_ref().map(|d| d.bytes as i64),
         (c.base_valid.load(Ordering::Acquire) != 0).then(|| {
             let k = c.keep_lsn.load(Ordering::Relaxed);

@@ -455,7 +455,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             || ((members >= 3 || (found.is_none() && dead_prefix >= 1))
                 && tabledir::arena_block(t, rb)
                     .is_some_and(|ab| storage::nearly_full(crate::storage::arena::block_desc(ab))));
-        if crate::guc::OPPORTUNISTIC_PRUNE.get() && mvcc_snap && prune {
+        if may_prune() && mvcc_snap && prune {
             prune_chain(t, rb, rs, &|h| classify_globalvis(h, vistest));
         }
         if found.is_none() {
@@ -624,10 +624,16 @@ unsafe fn for_each_block(
     }
 }
 
+/// Is opportunistic pruning allowed here? Never on a hot standby: its arena changes only by
+/// replaying the primary's WAL (heap_page_prune_opt does not prune in recovery either).
+fn may_prune() -> bool {
+    crate::guc::OPPORTUNISTIC_PRUNE.get() && !unsafe { pg_sys::RecoveryInProgress() }
+}
+
 /// Opportunistic pruning of a block's chains when enough of its versions were superseded
 /// (heap prunes a page whenever it reads it and sees garbage; this is the scoot equivalent).
 pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
-    if !crate::guc::OPPORTUNISTIC_PRUNE.get() {
+    if !may_prune() {
         return;
     }
     let Some(ab) = tabledir::arena_block(t, b) else {

@@ -161,7 +161,9 @@ impl Export {
         // consecutive slots (every slot of a frozen or insert-only block is a visible row):
         // converters copy column buffers
         let range = match (rows.first(), rows.last()) {
-            (Some(&f), Some(&l)) if (l - f) as usize + 1 == rows.len() => Some((f, rows.len() as u32)),
+            (Some(&f), Some(&l)) if (l - f) as usize + 1 == rows.len() => {
+                Some((f, rows.len() as u32))
+            }
             _ => None,
         };
         for (ec, conv) in self.cols.iter().zip(self.conv.iter_mut()) {
@@ -227,7 +229,9 @@ impl Export {
     unsafe fn read_blocks(&mut self, from: u32) -> (Vec<RecordBatch>, Option<u32>) {
         unsafe {
             let rel = pg_sys::table_open(self.relid, pg_sys::AccessShareLock as i32);
-            let snap = self.image_snap.unwrap_or_else(|| pg_sys::GetActiveSnapshot());
+            let snap = self
+                .image_snap
+                .unwrap_or_else(|| pg_sys::GetActiveSnapshot());
             let flags =
                 pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
             let scan = crate::am::scan::scan_begin(

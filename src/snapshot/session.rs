@@ -426,6 +426,11 @@ unsafe fn decide(qd: *mut pg_sys::QueryDesc) -> Option<(Rc<Image>, Vec<(TableRef
         if !guc::OLAP.get() {
             return None;
         }
+        if pg_sys::RecoveryInProgress() {
+            // a hot standby has no OLAP worker: queries read the live arena, which only the
+            // replay of the primary's WAL changes
+            return None;
+        }
         if (*qd).operation != pg_sys::CmdType::CMD_SELECT
             || (*ps).hasModifyingCTE
             || !(*ps).rowMarks.is_null()

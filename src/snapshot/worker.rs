@@ -312,7 +312,8 @@ impl Worker {
         let tables = std::panic::AssertUnwindSafe(tables);
         let res = guarded(move || {
             let tables = tables;
-            crate::wal::checkpoint_image::ImageWriter::begin(sysid, lsn, tables.0).map_err(|e| e.to_string())
+            crate::wal::checkpoint_image::ImageWriter::begin(sysid, lsn, tables.0)
+                .map_err(|e| e.to_string())
         });
         match res {
             Ok(writer) => {
@@ -343,8 +344,8 @@ impl Worker {
             image_failed("the snapshot was abandoned while the image was written");
             return;
         }
-        let pressed = cow::is_ready()
-            && cow::frames_in_use() as u64 * 2 > cow::ctl().nframes as u64;
+        let pressed =
+            cow::is_ready() && cow::frames_in_use() as u64 * 2 > cow::ctl().nframes as u64;
         let until = (!pressed).then(|| Instant::now() + IMAGE_SLICE);
         let img = std::panic::AssertUnwindSafe(job.img.clone());
         let writer = std::panic::AssertUnwindSafe(job.writer.as_mut().expect("image writer"));
@@ -598,7 +599,12 @@ impl Worker {
             // the WAL position of this instant: every scoot record before it describes a change
             // the snapshot contains, every later one a change it does not
             let lsn = unsafe { pg_sys::GetXLogInsertRecPtr() };
-            self.image_capture = Some((i, id, lsn, crate::wal::checkpoint_image::capture_tables(true)));
+            self.image_capture = Some((
+                i,
+                id,
+                lsn,
+                crate::wal::checkpoint_image::capture_tables(true),
+            ));
         }
         let tabs = registry::tables(i);
         for (k, g) in tabs.iter_mut().enumerate() {

@@ -149,6 +149,15 @@ pub struct ArenaCtl {
     /// This server started from a base backup or as a standby (now or earlier, see
     /// `wal::checkpoint_image::NOT_REPLAYED`): scoot tables from before have no rows here.
     pub rows_not_replayed: AtomicU32,
+    /// This start follows a base backup or runs as a standby, with a checkpoint image (copied
+    /// from the primary, or written by this standby at its last clean shutdown) as its base: the
+    /// scoot WAL is replayed, also while hot standby queries read the arena.
+    pub from_backup: AtomicU32,
+    /// The base image is older than PostgreSQL's redo start and the WAL between them is not in
+    /// pg_wal: the startup process fetches it from the primary (`wal::rm_startup`) and replays
+    /// it up to `gap_to` on timeline `gap_tli` before PostgreSQL's redo starts.
+    pub gap_to: AtomicU64,
+    pub gap_tli: AtomicU32,
 }
 
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();
@@ -608,7 +617,10 @@ pub fn alloc_block(t: TableRef) -> (u32, u32) {
 pub fn restore_block(t: TableRef, lb: u32) -> u32 {
     let c = ctl();
     let top = c.free_top.load(Ordering::Relaxed);
-    assert!(top != NO_BLOCK, "restore_block: arena full (checked by the caller)");
+    assert!(
+        top != NO_BLOCK,
+        "restore_block: arena full (checked by the caller)"
+    );
     let d = block_desc(top);
     c.free_top
         .store(d.next_free.load(Ordering::Relaxed), Ordering::Relaxed);

@@ -26,16 +26,17 @@ static mut NACTIVE: usize = 0;
 
 /// Set by `wal`: writes the record for a block whose exclusive lock is being released.
 /// Arguments: table, local block, arena block, the changed ranges (offset, length; sorted,
-/// disjoint).
-pub static mut LOG_BLOCK: Option<fn(TableRef, u32, u32, &[(u32, u32)])> = None;
+/// disjoint) and the conflict xid (see [`note_conflict`]; 0: none).
+pub static mut LOG_BLOCK: Option<fn(TableRef, u32, u32, &[(u32, u32)], u32)> = None;
 /// Set by `wal`: a block of a table is freed (VACUUM released an empty block).
 pub static mut LOG_FREE: Option<fn(TableRef, u32)> = None;
 /// Set by `wal`: every block of a table is freed (TRUNCATE, DROP at commit, abort of a new
 /// relfilenode).
 pub static mut LOG_FREE_ALL: Option<fn(TableRef)> = None;
 /// Set by `wal`: a table's rows moved to another relfilenode (ALTER TABLE SET TABLESPACE).
-pub static mut LOG_REKEY: Option<fn(&crate::storage::tabledir::RelKey, &crate::storage::tabledir::RelKey)> =
-    None;
+pub static mut LOG_REKEY: Option<
+    fn(&crate::storage::tabledir::RelKey, &crate::storage::tabledir::RelKey),
+> = None;
 /// Set by `wal`: is the developer self check on?
 pub static mut CHECK: Option<fn() -> bool> = None;
 
@@ -47,6 +48,32 @@ pub fn logging() -> bool {
 
 /// Set while the startup process replays scoot WAL (redo writes the arena without logging).
 pub static mut REPLAYING: bool = false;
+
+/// The newest xid whose row versions the block being modified removes or freezes (0: none):
+/// a hot standby cancels the queries whose snapshots still need those versions before it
+/// replays the change (heap's `latestRemovedXid`). A backend holds at most one block
+/// exclusively, so one value per process is enough.
+static mut CONFLICT_XID: u32 = 0;
+
+/// A change under the current exclusive lock removes (or freezes) a row version that `xid`
+/// (a normal xid) wrote or deleted.
+#[inline]
+pub fn note_conflict(xid: u32) {
+    if xid < 3 || unsafe { NACTIVE } == 0 {
+        return;
+    }
+    unsafe {
+        // xid comparison modulo 2^32, as TransactionIdFollows
+        if CONFLICT_XID == 0 || (xid.wrapping_sub(CONFLICT_XID) as i32) > 0 {
+            CONFLICT_XID = xid;
+        }
+    }
+}
+
+/// Takes the conflict xid noted since the last call (0: none).
+pub fn take_conflict() -> u32 {
+    unsafe { std::mem::replace(&mut *(&raw mut CONFLICT_XID), 0) }
+}
 
 /// Starts collecting the changes of arena block `b`.
 pub fn begin(b: u32) {
@@ -128,6 +155,7 @@ pub fn reset() {
     unsafe {
         (*(&raw mut ACTIVE)).clear();
         NACTIVE = 0;
+        CONFLICT_XID = 0;
     }
 }
 

@@ -13,9 +13,9 @@
 //! exclusive lock before freeing any chain member, so a reader inside a chain never finds a
 //! member freed under it.
 use crate::storage::arena::{self, BlockDesc, LwGuard};
-use crate::storage::changes;
 use crate::storage::block::infomask::*;
 use crate::storage::block::*;
+use crate::storage::changes;
 use crate::storage::cow;
 use crate::storage::row::{self, Prepared};
 use crate::storage::tabledir::{self, TableRef};
@@ -56,6 +56,7 @@ impl Drop for Locked {
     fn drop(&mut self) {
         if let Some(t) = self.cap.take() {
             let (ranges, missed) = changes::end(self.ab);
+            let conflict = changes::take_conflict();
             if !missed.is_empty() {
                 pgrx::warning!(
                     "scoot.wal_check: block {} of relfilenode {}: bytes changed without being announced to the WAL: {:?}",
@@ -66,7 +67,7 @@ impl Drop for Locked {
             }
             if !ranges.is_empty() {
                 if let Some(f) = unsafe { changes::LOG_BLOCK } {
-                    f(t, self.lb, self.ab, &ranges);
+                    f(t, self.lb, self.ab, &ranges, conflict);
                 }
             }
         }
@@ -454,6 +455,21 @@ pub fn finish_speculative(l: &Locked, s: u32, succeeded: bool) {
     l.touch();
 }
 
+/// A normal row version `s` is about to be removed (pruned, killed, freed): a hot standby must
+/// first cancel the queries that may still see it (see `changes::note_conflict`). Its xmax (a
+/// plain xid, not a multixact) or, for a version never deleted, its xmin.
+fn note_removed(l: &Locked, s: u32) {
+    let h = l.row(s);
+    if h.state() != ST_NORMAL {
+        return;
+    }
+    let m = h.infomask();
+    changes::note_conflict(h.xmin);
+    if m & HEAP_XMAX_IS_MULTI == 0 && m & HEAP_XMAX_INVALID == 0 {
+        changes::note_conflict(h.xmax);
+    }
+}
+
 fn release_var(l: &Locked, s: u32) {
     let bytes = l.blk.var_bytes(s);
     l.desc.var_dead.fetch_add(bytes, Ordering::Relaxed);
@@ -461,6 +477,7 @@ fn release_var(l: &Locked, s: u32) {
 
 /// Turns a dead chain root into a redirect to the chain's first live version (TID in `target`).
 pub fn make_redirect(l: &Locked, s: u32, target: (u32, u16)) {
+    note_removed(l, s);
     touch_row(l, s);
     let h = l.row(s);
     let st = h.state();
@@ -481,6 +498,7 @@ pub fn make_redirect(l: &Locked, s: u32, target: (u32, u16)) {
 
 /// Marks a chain root dead (no live version left); VACUUM removes its index entries and frees it.
 pub fn make_dead(l: &Locked, s: u32) {
+    note_removed(l, s);
     touch_row(l, s);
     let h = l.row(s);
     let st = h.state();
@@ -498,6 +516,7 @@ pub fn make_dead(l: &Locked, s: u32) {
 
 /// Returns a slot to the block's free list.
 pub fn free_slot(l: &Locked, s: u32) {
+    note_removed(l, s);
     touch_row(l, s);
     let h = l.row(s);
     match h.state() {
@@ -573,9 +592,10 @@ pub fn release_empty_block(t: TableRef, mut l: Locked) {
         // the block's last changes, then its release (redo frees it after applying them)
         if let Some(ct) = l.cap.take() {
             let (ranges, _) = changes::end(l.ab);
+            let conflict = changes::take_conflict();
             if !ranges.is_empty() {
                 if let Some(f) = unsafe { changes::LOG_BLOCK } {
-                    f(ct, l.lb, l.ab, &ranges);
+                    f(ct, l.lb, l.ab, &ranges, conflict);
                 }
             }
             if let Some(f) = unsafe { changes::LOG_FREE } {
@@ -602,6 +622,8 @@ pub fn release_empty_block(t: TableRef, mut l: Locked) {
 /// Sets a frozen xmin (VACUUM freezing): the row is visible to all and its xid may be recycled.
 pub fn freeze_xmin(l: &Locked, s: u32) {
     touch_row(l, s);
+    // a standby query whose snapshot still counts xmin as running must not see it frozen
+    changes::note_conflict(l.row(s).xmin);
     l.row(s).set_hint(HEAP_XMIN_FROZEN);
     l.touch();
 }

@@ -205,7 +205,9 @@ pub fn restore_entry(
 /// Start-up only: the blocks of `t` are restored; sets the counters derived from them.
 pub fn restore_done(t: TableRef, nlocal: u32, tid_pages: u32) {
     let e = t.entry();
-    let n = (0..nlocal).filter(|&lb| arena_block(t, lb).is_some()).count();
+    let n = (0..nlocal)
+        .filter(|&lb| arena_block(t, lb).is_some())
+        .count();
     e.nblocks.store(n as u32, Ordering::Relaxed);
     e.nlocal.store(nlocal, Ordering::Release);
     e.local_hint.store(0, Ordering::Relaxed);
@@ -276,7 +278,10 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
             // would log changes to blocks the table's real contents already occupy
             crate::ffi::error_hint(
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                format!("scoot table \"{}\" cannot be used in single-user mode", ffi::rel_name(rel)),
+                format!(
+                    "scoot table \"{}\" cannot be used in single-user mode",
+                    ffi::rel_name(rel)
+                ),
                 "Start the server normally to use scoot tables.".to_string(),
             );
         }
@@ -298,17 +303,29 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
             None if arena::ctl().rows_not_replayed.load(Ordering::Relaxed) != 0 => {
                 // a base backup or standby: the rows are on the primary; refused until
                 // TRUNCATE (check_not_stale says so)
-                let t = create(&key, (*rel).rd_id.into(), (*(*rel).rd_rel).relpersistence as u8);
+                let t = create(
+                    &key,
+                    (*rel).rd_id.into(),
+                    (*(*rel).rd_rel).relpersistence as u8,
+                );
                 t.entry().needs_truncate.store(1, Ordering::Release);
                 t
             }
             None if std::fs::metadata(main_fork_path(&key)).is_ok_and(|m| m.len() == 0) => {
                 // the table never had a block (created empty after the last image, or copied
                 // empty by CREATE DATABASE): nothing was lost
-                create(&key, (*rel).rd_id.into(), (*(*rel).rd_rel).relpersistence as u8)
+                create(
+                    &key,
+                    (*rel).rd_id.into(),
+                    (*(*rel).rd_rel).relpersistence as u8,
+                )
             }
             None => {
-                let t = create(&key, (*rel).rd_id.into(), (*(*rel).rd_rel).relpersistence as u8);
+                let t = create(
+                    &key,
+                    (*rel).rd_id.into(),
+                    (*(*rel).rd_rel).relpersistence as u8,
+                );
                 // the file still has the size the lost rows spanned
                 sync_file_size(t);
                 if (*(*rel).rd_rel).relhasindex {
@@ -343,16 +360,52 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
     }
 }
 
+/// On a standby whose arena was loaded from an image newer than where PostgreSQL opened for
+/// queries (a restart: the image holds everything replayed before the shutdown, hot standby
+/// opens at the older minimum recovery point), scoot rows would run ahead of the rest of the
+/// database: wait until replay has passed the image, then read.
+fn standby_caught_up(rel: pg_sys::Relation) {
+    let c = arena::ctl();
+    if c.from_backup.load(Ordering::Relaxed) == 0 || !unsafe { pg_sys::RecoveryInProgress() } {
+        return;
+    }
+    let need = c.image_lsn.load(Ordering::Relaxed);
+    let t0 = std::time::Instant::now();
+    loop {
+        let at = unsafe { pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut()) };
+        if at >= need {
+            return;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(30) {
+            crate::ffi::error_hint(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "scoot table \"{}\" cannot be read yet on this standby: replay is at {:X}/{:X}, its scoot rows are as of {:X}/{:X}",
+                    unsafe { ffi::rel_name(rel) },
+                    at >> 32,
+                    at as u32,
+                    need >> 32,
+                    need as u32
+                ),
+                "Retry once the standby has replayed up to that position.".to_string(),
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        pgrx::check_for_interrupts!();
+    }
+}
+
 /// Refuses a table that lost its rows in a restart but still has index entries for them: those
 /// entries point at row addresses new rows would reuse, so index scans could return wrong rows.
 fn check_not_stale(rel: pg_sys::Relation, t: TableRef) {
+    standby_caught_up(rel);
     if t.entry().needs_truncate.load(Ordering::Acquire) != 0 {
         let name = unsafe { ffi::rel_name(rel) };
         if arena::ctl().rows_not_replayed.load(Ordering::Relaxed) != 0 {
             crate::ffi::error_hint(
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                format!("scoot table \"{name}\" has no rows on this server: it was restored from a base backup or runs as (or was promoted from) a physical standby, and pg_scoot does not replay scoot WAL there yet"),
-                format!("Read the table on the primary server. On a writable server, TRUNCATE {name}; makes it usable here (empty)."),
+                format!("scoot table \"{name}\" has no rows on this server: it was restored from a base backup or runs as (or was promoted from) a physical standby, and pg_scoot could not replay the scoot WAL here (see pg_scoot/rows_not_replayed and the server log)"),
+                format!("Read the table on the primary server. A standby made with pg_basebackup -R replays scoot tables when the primary still has the WAL since its last checkpoint image. On a writable server, TRUNCATE {name}; makes it usable here (empty)."),
             );
         }
         crate::ffi::error_hint(

@@ -254,7 +254,9 @@ unsafe fn refuse_template_with_scoot_rows(stmt: *mut pg_sys::CreatedbStmt) {
         if !opts.is_null() {
             for k in 0..(*opts).length as usize {
                 let d = (*(*opts).elements.add(k)).ptr_value as *mut pg_sys::DefElem;
-                if std::ffi::CStr::from_ptr((*d).defname).to_bytes() == b"template" && !(*d).arg.is_null() {
+                if std::ffi::CStr::from_ptr((*d).defname).to_bytes() == b"template"
+                    && !(*d).arg.is_null()
+                {
                     template = std::ffi::CStr::from_ptr(pg_sys::defGetString(d))
                         .to_string_lossy()
                         .into_owned();
@@ -270,7 +272,9 @@ unsafe fn refuse_template_with_scoot_rows(stmt: *mut pg_sys::CreatedbStmt) {
         }
         let with_rows = crate::storage::tabledir::all()
             .into_iter()
-            .filter(|(t, k, _)| k.db == oid && k.backend < 0 && !crate::storage::tabledir::blocks_of(*t).is_empty())
+            .filter(|(t, k, _)| {
+                k.db == oid && k.backend < 0 && !crate::storage::tabledir::blocks_of(*t).is_empty()
+            })
             .count();
         if with_rows > 0 {
             crate::ffi::error_hint(

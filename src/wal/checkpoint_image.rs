@@ -67,6 +67,8 @@ pub struct Control {
 
 /// `DBState::DB_SHUTDOWNED`: the last shutdown checkpoint completed and nothing ran since.
 pub const DB_SHUTDOWNED: u32 = 1;
+/// `DB_SHUTDOWNED_IN_RECOVERY`: a standby shut down cleanly.
+pub const DB_SHUTDOWNED_IN_RECOVERY: u32 = 2;
 
 pub fn read_control() -> Result<Control, String> {
     let mut f = File::open("global/pg_control").map_err(|e| format!("global/pg_control: {e}"))?;
@@ -344,7 +346,17 @@ pub fn write_at_shutdown() {
             return;
         }
     };
-    if ctl.state != DB_SHUTDOWNED {
+    let mut ctl = ctl;
+    if ctl.state == DB_SHUTDOWNED_IN_RECOVERY {
+        // a standby: the arena holds every scoot record replayed so far, stamp it with the
+        // replay position (the next start replays the WAL from there)
+        let c = arena::ctl();
+        if c.from_backup.load(Ordering::Relaxed) == 0 || c.gap_to.load(Ordering::Relaxed) != 0 {
+            log("scoot: no checkpoint image written: this standby does not replay scoot WAL");
+            return;
+        }
+        ctl.checkpoint = unsafe { pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut()) };
+    } else if ctl.state != DB_SHUTDOWNED {
         log("scoot: no checkpoint image written: the server did not shut down cleanly");
         return;
     }
@@ -380,11 +392,17 @@ pub fn write_image_at(sysid: u64, lsn: u64) -> std::io::Result<(u32, u64, u64)> 
 
 fn write_image(ctl: &Control) -> std::io::Result<(u32, u64, u64)> {
     let tables = capture_tables(false);
-    write_tables(ctl.system_identifier, ctl.checkpoint, tables, |ab, dst| {
-        let bs = arena::block_size();
-        unsafe { std::ptr::copy_nonoverlapping(arena::block_ptr(ab), dst.as_mut_ptr(), bs) };
-        Ok(())
-    }, || Ok(()))
+    write_tables(
+        ctl.system_identifier,
+        ctl.checkpoint,
+        tables,
+        |ab, dst| {
+            let bs = arena::block_size();
+            unsafe { std::ptr::copy_nonoverlapping(arena::block_ptr(ab), dst.as_mut_ptr(), bs) };
+            Ok(())
+        },
+        || Ok(()),
+    )
 }
 
 /// A table as an image holds it: its record and its blocks (arena block, descriptor fields).
@@ -469,7 +487,14 @@ fn start_writeback(w: &mut BufWriter<File>, from: u64, to: u64) -> std::io::Resu
     w.flush()?;
     use std::os::unix::io::AsRawFd;
     let fd = w.get_ref().as_raw_fd();
-    unsafe { libc::sync_file_range(fd, from as i64, (to - from) as i64, libc::SYNC_FILE_RANGE_WRITE) };
+    unsafe {
+        libc::sync_file_range(
+            fd,
+            from as i64,
+            (to - from) as i64,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
     Ok(())
 }
 
@@ -516,7 +541,8 @@ impl ImageWriter {
         while self.ti < self.tables.len() {
             let t = &self.tables[self.ti];
             if !self.header_done {
-                self.w.write_all(t.meta.encode().seal(crc32fast::Hasher::new()))?;
+                self.w
+                    .write_all(t.meta.encode().seal(crc32fast::Hasher::new()))?;
                 self.bytes += TABLE_LEN as u64;
                 self.header_done = true;
             }
@@ -632,24 +658,19 @@ pub fn load_at_startup() {
     // a crash while an image was written leaves its temporary file
     discard_tmp();
     let from_backup = started_from_backup();
-    if from_backup && !std::path::Path::new(NOT_REPLAYED).exists() {
-        let _ = std::fs::create_dir_all(DIR);
-        if let Err(e) = std::fs::write(
-            NOT_REPLAYED,
-            "This data directory started from a base backup or as a physical standby: pg_scoot did not replay scoot WAL, scoot tables from before have no rows here.\n",
-        ) {
-            fatal(format!("scoot: cannot write {NOT_REPLAYED}: {e}"));
-        }
-    }
     if std::path::Path::new(NOT_REPLAYED).exists() {
         arena::ctl().rows_not_replayed.store(1, Ordering::Relaxed);
     }
     if from_backup {
-        // images of the server the backup was taken from: the WAL since them is not here
-        for f in [FILE, PREV] {
-            let _ = std::fs::remove_file(f);
+        if arena::ctl().rows_not_replayed.load(Ordering::Relaxed) != 0 {
+            // replay failed here before (or this data directory predates standby replay)
+            for f in [FILE, PREV] {
+                let _ = std::fs::remove_file(f);
+            }
+            log("scoot: this server started from a base backup or as a standby without a usable scoot base (see pg_scoot/rows_not_replayed): scoot WAL is not replayed here; scoot tables from before have no rows on this server and report an error until TRUNCATE");
+            return;
         }
-        log("scoot: this server starts from a base backup or as a standby; pg_scoot does not replay scoot WAL here yet: scoot tables from before have no rows on this server and report an error until TRUNCATE");
+        load_for_standby(&ctl);
         return;
     }
     let files: Vec<&str> = [FILE, PREV]
@@ -719,7 +740,11 @@ pub fn load_at_startup() {
                         "scoot: replayed {n} scoot WAL records from {:X}/{:X} to {} {:X}/{:X}",
                         l.lsn >> 32,
                         l.lsn as u32,
-                        if clean { "the shutdown checkpoint" } else { "the redo start" },
+                        if clean {
+                            "the shutdown checkpoint"
+                        } else {
+                            "the redo start"
+                        },
                         replay_to >> 32,
                         replay_to as u32
                     ));
@@ -745,11 +770,145 @@ pub fn load_at_startup() {
         }
     }
     if damaged {
-        fatal(format!("scoot: no usable checkpoint image: {}", problems.join("; ")));
+        fatal(format!(
+            "scoot: no usable checkpoint image: {}",
+            problems.join("; ")
+        ));
     }
     if clean {
         new_base(&ctl, "no usable checkpoint image");
     }
+}
+
+/// Where PostgreSQL's redo starts on a server started from a base backup or as a standby: the
+/// backup's start (`backup_label`) or, on a standby that ran before, the last restartpoint.
+fn redo_start(ctl: &Control) -> (u64, u32) {
+    if let Ok(label) = std::fs::read_to_string("backup_label") {
+        let mut lsn = None;
+        let mut tli = None;
+        for line in label.lines() {
+            if let Some(rest) = line.strip_prefix("START WAL LOCATION: ") {
+                lsn = rest.split_whitespace().next().and_then(parse_lsn);
+            } else if let Some(rest) = line.strip_prefix("START TIMELINE: ") {
+                tli = rest.trim().parse().ok();
+            }
+        }
+        if let (Some(l), Some(t)) = (lsn, tli) {
+            return (l, t);
+        }
+    }
+    (ctl.redo, ctl.tli)
+}
+
+/// "16/B374D848" as an LSN.
+pub fn parse_lsn(s: &str) -> Option<u64> {
+    let (hi, lo) = s.split_once('/')?;
+    Some((u64::from_str_radix(hi, 16).ok()? << 32) | u64::from_str_radix(lo, 16).ok()?)
+}
+
+/// Records that this data directory cannot replay the scoot WAL (no usable base, or the WAL
+/// since it could not be had): scoot tables from before refuse reads until TRUNCATE.
+pub fn mark_not_replayed(why: &str) {
+    let _ = std::fs::create_dir_all(DIR);
+    let _ = std::fs::write(
+        NOT_REPLAYED,
+        format!("This data directory started from a base backup or as a physical standby and pg_scoot could not replay the scoot WAL: {why}\nScoot tables from before have no rows here.\n"),
+    );
+    arena::ctl().rows_not_replayed.store(1, Ordering::Relaxed);
+}
+
+/// Start from a base backup or as a standby: the newest usable image of this system (copied by
+/// pg_basebackup from the primary, or written by this standby at its last clean shutdown) is
+/// the base, and the scoot WAL from its LSN on is replayed, as on the primary after a crash.
+/// When the image is older than the redo start, the WAL between them is replayed here if
+/// pg_wal has it, or else fetched from the primary by the startup process (`wal::rm_startup`).
+fn load_for_standby(ctl: &Control) {
+    let (redo, tli) = redo_start(ctl);
+    let mut problems = Vec::new();
+    for path in [FILE, PREV] {
+        if !std::path::Path::new(path).exists() {
+            continue;
+        }
+        let t0 = std::time::Instant::now();
+        match load_file(path, ctl, false) {
+            Ok(l) => {
+                let c = arena::ctl();
+                c.image_lsn.store(l.lsn, Ordering::Relaxed);
+                c.image_tables.store(l.tables as u64, Ordering::Relaxed);
+                c.image_blocks.store(l.blocks, Ordering::Relaxed);
+                c.image_load_us
+                    .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+                c.loaded_file
+                    .store(if path == FILE { 1 } else { 2 }, Ordering::Relaxed);
+                c.crash_recovered.store(1, Ordering::Relaxed);
+                c.from_backup.store(1, Ordering::Relaxed);
+                set_base(ctl.system_identifier, l.lsn);
+                c.replayed_to.store(l.lsn, Ordering::Relaxed);
+                let gap = l.lsn < redo;
+                let local = gap && wal_is_local(l.lsn, redo, tli);
+                log(&format!(
+                    "scoot: base backup or standby: loaded checkpoint image {path} of {:X}/{:X}: {} tables, {} blocks in {} ms; {}",
+                    l.lsn >> 32,
+                    l.lsn as u32,
+                    l.tables,
+                    l.blocks,
+                    t0.elapsed().as_millis(),
+                    if !gap {
+                        "the scoot WAL is replayed from there".to_string()
+                    } else if local {
+                        format!("replaying the scoot WAL up to the redo start {:X}/{:X} from pg_wal", redo >> 32, redo as u32)
+                    } else {
+                        format!("the WAL up to the redo start {:X}/{:X} is fetched from the primary", redo >> 32, redo as u32)
+                    }
+                ));
+                if local {
+                    let n = crate::wal::replay_at_start(l.lsn, redo, tli);
+                    c.replayed_to.store(redo, Ordering::Relaxed);
+                    log(&format!("scoot: replayed {n} scoot WAL records"));
+                } else if gap {
+                    c.gap_tli.store(tli, Ordering::Relaxed);
+                    c.gap_to.store(redo, Ordering::Relaxed);
+                }
+                return;
+            }
+            Err(NotLoaded::Skipped(m)) => problems.push(m),
+            Err(NotLoaded::Damaged(m)) => {
+                warn(&m);
+                problems.push(m);
+                arena::reinit();
+            }
+        }
+    }
+    let why = if problems.is_empty() {
+        "no checkpoint image was copied".to_string()
+    } else {
+        problems.join("; ")
+    };
+    log(&format!("scoot: this server starts from a base backup or as a standby without a usable checkpoint image ({why}): scoot WAL is not replayed here; scoot tables from before have no rows on this server and report an error until TRUNCATE"));
+    for f in [FILE, PREV] {
+        let _ = std::fs::remove_file(f);
+    }
+    mark_not_replayed(&why);
+}
+
+/// Does pg_wal hold every WAL segment of [from, to) on timeline `tli`?
+fn wal_is_local(from: u64, to: u64, tli: u32) -> bool {
+    let seg = unsafe { pg_sys::wal_segment_size } as u64;
+    if seg == 0 {
+        return false;
+    }
+    let mut s = from / seg;
+    let last = to.saturating_sub(1) / seg;
+    let per_id = 0x1_0000_0000u64 / seg;
+    while s <= last {
+        let name = format!("pg_wal/{:08X}{:08X}{:08X}", tli, s / per_id, s % per_id);
+        match std::fs::metadata(&name) {
+            Ok(m) if m.len() == seg => {}
+            _ => return false,
+        }
+        s += 1;
+    }
+    true
 }
 
 /// The image stamped `lsn` is the recovery base now; the WAL is kept from the oldest image on
@@ -862,17 +1021,23 @@ fn read_payloads(f: &File, jobs: &[Payload]) -> Result<(), String> {
 /// Loads one image file into the (empty) arena. Configuration mismatches (block size, format
 /// version, arena too small) stop the start at once: an older image would not help.
 fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded> {
-    let f = File::open(path).map_err(|e| NotLoaded::Damaged(format!("scoot: cannot open checkpoint image {path}: {e}")))?;
+    let f = File::open(path).map_err(|e| {
+        NotLoaded::Damaged(format!("scoot: cannot open checkpoint image {path}: {e}"))
+    })?;
     // unbuffered, positioned reads: block payloads go straight into the arena (one copy out of
     // the page cache), the few small records cost a system call each
     let mut r = f;
     let mut hb = [0u8; HEADER_LEN];
     if let Err(e) = r.read_exact(&mut hb) {
-        return Err(NotLoaded::Damaged(format!("scoot: checkpoint image {path} is truncated: {e}")));
+        return Err(NotLoaded::Damaged(format!(
+            "scoot: checkpoint image {path} is truncated: {e}"
+        )));
     }
     let h = decode_header(&hb);
     if !h.valid {
-        return Err(NotLoaded::Damaged(format!("scoot: {path} is not a valid checkpoint image (bad header)")));
+        return Err(NotLoaded::Damaged(format!(
+            "scoot: {path} is not a valid checkpoint image (bad header)"
+        )));
     }
     if h.sysid != ctl.system_identifier {
         return Err(NotLoaded::Skipped(format!(
@@ -909,7 +1074,8 @@ fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded
             arena::block_size() / 1024
         ));
     }
-    let damaged = |what: String| NotLoaded::Damaged(format!("scoot: checkpoint image {path} is {what}"));
+    let damaged =
+        |what: String| NotLoaded::Damaged(format!("scoot: checkpoint image {path} is {what}"));
     use std::os::unix::fs::FileExt;
     // pass 1 (this thread): the table and block records, following the payload lengths through
     // the file; entries and arena blocks are created, payloads not read yet
@@ -920,7 +1086,8 @@ fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded
     let mut jobs: Vec<Payload> = Vec::new();
     let mut metas: Vec<(u32, BlockMeta)> = Vec::new();
     for _ in 0..h.ntables {
-        r.read_exact_at(&mut tb, pos).map_err(|e| damaged(format!("truncated: {e}")))?;
+        r.read_exact_at(&mut tb, pos)
+            .map_err(|e| damaged(format!("truncated: {e}")))?;
         pos += TABLE_LEN as u64;
         let (tag, tm) = TableMeta::decode(&tb);
         if tag != TAG_TABLE || !crc_ok(&tb, &[]) {
@@ -934,7 +1101,14 @@ fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded
         let unlogged_reset = for_recovery && tm.persistence != b'p' as u32;
         let keep = exists && !unlogged_reset;
         if exists && unlogged_reset && !clean {
-            tabledir::restore_entry(&tm.key, tm.relid, tm.var_mask, 0, false, tm.persistence as u8);
+            tabledir::restore_entry(
+                &tm.key,
+                tm.relid,
+                tm.var_mask,
+                0,
+                false,
+                tm.persistence as u8,
+            );
         }
         let t = if keep {
             if arena::ctl().nfree_blocks.load(Ordering::Relaxed) < tm.nblocks {
@@ -956,11 +1130,15 @@ fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded
         };
         for _ in 0..tm.nblocks {
             let mut bb = [0u8; BLOCK_LEN];
-            r.read_exact_at(&mut bb, pos).map_err(|e| damaged(format!("truncated: {e}")))?;
+            r.read_exact_at(&mut bb, pos)
+                .map_err(|e| damaged(format!("truncated: {e}")))?;
             pos += BLOCK_LEN as u64;
             let (tag, m) = BlockMeta::decode(&bb);
             if tag != TAG_BLOCK || !m.sane(bs) {
-                return Err(damaged(format!("damaged (block record of relfilenode {})", tm.key.rel)));
+                return Err(damaged(format!(
+                    "damaged (block record of relfilenode {})",
+                    tm.key.rel
+                )));
             }
             let head_len = m.fixed_end as usize;
             let tail_len = (bs - m.var_low) as usize;
@@ -1023,7 +1201,10 @@ fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded
             .map(|c| sc.spawn(move || read_payloads(file, c)))
             .collect();
         hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a loader thread panicked".into())))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a loader thread panicked".into()))
+            })
             .collect()
     });
     for res in results {
@@ -1032,7 +1213,11 @@ fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded
     for (b, m) in metas {
         m.apply(arena::block_desc(b));
     }
-    Ok(Loaded { lsn, tables, blocks })
+    Ok(Loaded {
+        lsn,
+        tables,
+        blocks,
+    })
 }
 
 /// Starts a new recovery base: an image of the (empty) arena stamped with the checkpoint the
@@ -1061,11 +1246,19 @@ pub fn relation_file_exists(key: &RelKey) -> bool {
 }
 
 fn log(msg: &str) {
-    ereport!(PgLogLevel::LOG, PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg.to_string());
+    ereport!(
+        PgLogLevel::LOG,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        msg.to_string()
+    );
 }
 
 fn warn(msg: &str) {
-    ereport!(PgLogLevel::WARNING, PgSqlErrorCode::ERRCODE_WARNING, msg.to_string());
+    ereport!(
+        PgLogLevel::WARNING,
+        PgSqlErrorCode::ERRCODE_WARNING,
+        msg.to_string()
+    );
 }
 
 fn fatal(msg: String) -> ! {

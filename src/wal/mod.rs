@@ -20,7 +20,12 @@
 //!   the WAL since the previous one, so a damaged newest image falls back to the previous one and
 //!   a longer replay.
 //!
-//! Not yet: standbys (see README).
+//! * **Standbys and base backups**: the image pg_basebackup copied (or the one a standby wrote at
+//!   its last clean shutdown) is the base; the WAL between it and the backup's start is taken from
+//!   pg_wal or fetched from the primary by the startup process (`fetch_gap`), and `rm_redo`
+//!   applies the scoot records from there on while hot standby queries read the arena (blocks
+//!   are changed under their locks; `CONFLICT` records cancel queries that still need pruned
+//!   versions). Promotion writes a new image, the new server's first base.
 pub mod checkpoint_image;
 pub mod record;
 pub mod slot;
@@ -121,7 +126,9 @@ unsafe extern "C-unwind" fn rm_redo(r: *mut pg_sys::XLogReaderState) {
         }
         debug_delay();
         let (info, data) = record_data(r);
-        if let Err(e) = record::apply(info, data) {
+        // hot standby queries may read the arena while this runs
+        let hot = pg_sys::standbyState != pg_sys::HotStandbyState::STANDBY_DISABLED;
+        if let Err(e) = record::apply(info, data, hot) {
             redo_failed((*r).ReadRecPtr, &e);
         }
         arena::ctl().redo_records.fetch_add(1, Ordering::Relaxed);
@@ -143,8 +150,9 @@ unsafe extern "C-unwind" fn rm_identify(info: u8) -> *const std::ffi::c_char {
     record::identify(info).as_ptr()
 }
 
-/// Start of crash recovery (startup process): PostgreSQL's redo applies the scoot records from
-/// its redo point on (the postmaster replayed those between the base image and that point).
+/// Start of recovery (startup process): PostgreSQL's redo applies the scoot records from its
+/// redo point on (the postmaster replayed those between the base image and that point, or they
+/// are fetched from the primary here first).
 #[pg_guard]
 unsafe extern "C-unwind" fn rm_startup() {
     unsafe {
@@ -155,11 +163,38 @@ unsafe extern "C-unwind" fn rm_startup() {
         if c.base_valid.load(Ordering::Acquire) == 0 {
             SKIP_ALL = true;
             if c.rows_not_replayed.load(Ordering::Relaxed) != 0 {
-                pgrx::log!("scoot: recovery from a base backup or as a standby: scoot WAL records are skipped (not supported yet)");
+                pgrx::log!("scoot: recovery from a base backup or as a standby without a usable checkpoint image: scoot WAL records are skipped");
             } else {
                 pgrx::log!("scoot: crash recovery without a checkpoint image: scoot WAL records are skipped and scoot tables lose their rows");
             }
             return;
+        }
+        let gap_to = c.gap_to.load(Ordering::Relaxed);
+        if gap_to != 0 {
+            let from = c.base_lsn.load(Ordering::Relaxed);
+            let tli = c.gap_tli.load(Ordering::Relaxed);
+            match fetch_gap(from, gap_to, tli) {
+                Ok(n) => {
+                    pgrx::log!(
+                        "scoot: replayed {n} scoot WAL records from {:X}/{:X} to the redo start {:X}/{:X} (WAL fetched from the primary)",
+                        from >> 32,
+                        from as u32,
+                        gap_to >> 32,
+                        gap_to as u32
+                    );
+                    c.replayed_to.store(gap_to, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    // the standby still serves everything else; the scoot tables refuse reads
+                    pgrx::warning!("scoot: cannot replay the scoot WAL on this server: {e}; scoot tables from before have no rows here and report an error until TRUNCATE");
+                    arena::reinit();
+                    checkpoint_image::mark_not_replayed(&e);
+                    c.crash_recovered.store(1, Ordering::Release);
+                    SKIP_ALL = true;
+                    return;
+                }
+            }
+            c.gap_to.store(0, Ordering::Relaxed);
         }
         // the postmaster replayed the records up to the redo start (see
         // `checkpoint_image::load_at_startup`); those before it are in the arena already
@@ -170,29 +205,131 @@ unsafe extern "C-unwind" fn rm_startup() {
     }
 }
 
+unsafe extern "C" {
+    fn HandleStartupProcInterrupts();
+}
+
+/// Startup process, before PostgreSQL's redo: the base image is older than the redo start and
+/// pg_wal lacks the WAL between them (a base backup holds the WAL from its start only). Streams
+/// it from the primary (`primary_conninfo`; its slot `pg_scoot_wal` keeps the WAL since its
+/// images) with PostgreSQL's own WAL receiver into pg_wal, stops the receiver, and replays the
+/// scoot records of [from, to).
+unsafe fn fetch_gap(from: u64, to: u64, tli: u32) -> Result<u64, String> {
+    unsafe {
+        let conninfo = if pg_sys::PrimaryConnInfo.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr(pg_sys::PrimaryConnInfo)
+                .to_string_lossy()
+                .into_owned()
+        };
+        if conninfo.is_empty() {
+            return Err(format!(
+                "the WAL from the checkpoint image at {:X}/{:X} to the backup's start {:X}/{:X} is not in pg_wal and primary_conninfo is not set to fetch it",
+                from >> 32,
+                from as u32,
+                to >> 32,
+                to as u32
+            ));
+        }
+        pgrx::log!(
+            "scoot: fetching the WAL from {:X}/{:X} to {:X}/{:X} from the primary",
+            from >> 32,
+            from as u32,
+            to >> 32,
+            to as u32
+        );
+        // as the startup process does before streaming (the WAL receiver installs new segments)
+        pg_sys::SetInstallXLogFileSegmentActive();
+        pg_sys::RequestXLogStreaming(
+            tli,
+            from,
+            pg_sys::PrimaryConnInfo,
+            pg_sys::PrimarySlotName,
+            false,
+        );
+        let t0 = std::time::Instant::now();
+        let mut progress_at = std::time::Instant::now();
+        let mut last = 0u64;
+        let result = loop {
+            HandleStartupProcInterrupts();
+            let flushed = pg_sys::GetWalRcvFlushRecPtr(std::ptr::null_mut(), std::ptr::null_mut());
+            if flushed >= to {
+                break Ok(());
+            }
+            if flushed != last {
+                last = flushed;
+                progress_at = std::time::Instant::now();
+            }
+            if !pg_sys::WalRcvRunning() && t0.elapsed() > std::time::Duration::from_secs(1) {
+                break Err("the WAL receiver stopped (see the server log: was the WAL removed on the primary?)".to_string());
+            }
+            if progress_at.elapsed() > std::time::Duration::from_secs(60) {
+                break Err("no WAL arrived from the primary for 60 s".to_string());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        pg_sys::XLogShutdownWalRcv();
+        result.map_err(|e| {
+            format!(
+                "could not fetch the WAL from {:X}/{:X} to {:X}/{:X} from the primary: {e}",
+                from >> 32,
+                from as u32,
+                to >> 32,
+                to as u32
+            )
+        })?;
+        replay_range(from, to, tli)
+            .map_err(|(lsn, e)| format!("at {:X}/{:X}: {e}", lsn >> 32, lsn as u32))
+    }
+}
+
 /// End of recovery: recompute what redo does not maintain (table sizes, counters), forget
-/// tables whose relation files are gone, and start a new base if there was none.
+/// tables whose relation files are gone, and start a new base if there was none, or if the
+/// base came from another server (promotion of a standby, end of recovery from a base backup:
+/// the WAL since that image is not kept here).
 #[pg_guard]
 unsafe extern "C-unwind" fn rm_cleanup() {
     unsafe {
         let c = arena::ctl();
         finish_replay();
-        if SKIP_ALL {
-            // the arena is empty: it is the base as of the end of recovery
+        let from_backup = c.from_backup.load(Ordering::Relaxed) != 0;
+        if SKIP_ALL || from_backup {
+            // the arena is as of the end of recovery: the base from now on
             let lsn = pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut());
+            let t0 = std::time::Instant::now();
             match checkpoint_image::read_control() {
                 Ok(ctl) => match checkpoint_image::write_image_at(ctl.system_identifier, lsn) {
-                    Ok(_) => checkpoint_image::set_base(ctl.system_identifier, lsn),
-                    Err(e) => pgrx::warning!("scoot: could not write a new checkpoint image: {e}"),
+                    Ok((tables, blocks, _)) => {
+                        checkpoint_image::set_base(ctl.system_identifier, lsn);
+                        pgrx::log!(
+                            "scoot: end of recovery: wrote checkpoint image {}: {tables} tables, {blocks} blocks at {:X}/{:X} in {} ms",
+                            checkpoint_image::FILE,
+                            lsn >> 32,
+                            lsn as u32,
+                            t0.elapsed().as_millis()
+                        );
+                    }
+                    Err(e) => {
+                        checkpoint_image::discard_tmp();
+                        pgrx::warning!("scoot: could not write a new checkpoint image: {e}")
+                    }
                 },
                 Err(e) => pgrx::warning!("scoot: {e}"),
             }
+            c.from_backup.store(0, Ordering::Relaxed);
         }
         if let Some(t0) = RECOVERY_START {
-            c.redo_us.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+            c.redo_us
+                .fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
         }
         pgrx::log!(
-            "scoot: crash recovery applied {} scoot WAL records",
+            "scoot: {} applied {} scoot WAL records",
+            if from_backup {
+                "recovery of a standby or base backup"
+            } else {
+                "crash recovery"
+            },
             c.redo_records.load(Ordering::Relaxed)
         );
         changes::REPLAYING = false;
@@ -221,8 +358,10 @@ fn finish_replay() {
         let blocks = tabledir::blocks_of(t);
         let e = t.entry();
         e.nblocks.store(blocks.len() as u32, Ordering::Relaxed);
-        e.nlocal
-            .store(blocks.last().map(|x| x.0 + 1).unwrap_or(0), Ordering::Release);
+        e.nlocal.store(
+            blocks.last().map(|x| x.0 + 1).unwrap_or(0),
+            Ordering::Release,
+        );
         e.local_hint.store(0, Ordering::Relaxed);
         e.insert_hint.store(arena::NO_BLOCK, Ordering::Relaxed);
         arena::with_alloc_lock(|| tabledir::publish_size(t));
@@ -235,12 +374,13 @@ fn finish_replay() {
 pub fn replay_at_start(from: u64, to: u64, tli: u32) -> u64 {
     let t0 = std::time::Instant::now();
     unsafe { changes::REPLAYING = true };
-    let n = unsafe { replay_range(from, to, tli) };
+    let n = unsafe { replay_range(from, to, tli) }.unwrap_or_else(|(lsn, e)| redo_failed(lsn, &e));
     finish_replay();
     unsafe { changes::REPLAYING = false };
     let c = arena::ctl();
     c.replayed_at_start.store(1, Ordering::Relaxed);
-    c.redo_us.store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    c.redo_us
+        .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
     n
 }
 
@@ -256,7 +396,14 @@ unsafe extern "C-unwind" fn read_page(
 ) -> i32 {
     unsafe {
         let mut err = pg_sys::WALReadError::default();
-        if pg_sys::WALRead(state, buf, target, pg_sys::XLOG_BLCKSZ as usize, READ_TLI, &mut err) {
+        if pg_sys::WALRead(
+            state,
+            buf,
+            target,
+            pg_sys::XLOG_BLCKSZ as usize,
+            READ_TLI,
+            &mut err,
+        ) {
             pg_sys::XLOG_BLCKSZ as i32
         } else {
             -1
@@ -265,7 +412,8 @@ unsafe extern "C-unwind" fn read_page(
 }
 
 /// Reads the WAL from `from` (a record start) and applies every scoot record before `to`.
-unsafe fn replay_range(from: u64, to: u64, tli: u32) -> u64 {
+/// Errors: where and why.
+unsafe fn replay_range(from: u64, to: u64, tli: u32) -> Result<u64, (u64, String)> {
     unsafe {
         READ_TLI = tli;
         let routine = Box::leak(Box::new(pg_sys::XLogReaderRoutine {
@@ -280,7 +428,7 @@ unsafe fn replay_range(from: u64, to: u64, tli: u32) -> u64 {
             std::ptr::null_mut(),
         );
         if reader.is_null() {
-            redo_failed(from, "out of memory allocating a WAL reader");
+            return Err((from, "out of memory allocating a WAL reader".into()));
         }
         pg_sys::XLogBeginRead(reader, from);
         let mut n = 0u64;
@@ -293,10 +441,12 @@ unsafe fn replay_range(from: u64, to: u64, tli: u32) -> u64 {
                 } else {
                     std::ffi::CStr::from_ptr(err).to_string_lossy().into_owned()
                 };
-                redo_failed(
-                    (*reader).EndRecPtr.max(from),
-                    &format!("the WAL since the checkpoint image is not readable ({msg}); was the replication slot pg_scoot_wal dropped?"),
-                );
+                let at = (*reader).EndRecPtr.max(from);
+                pg_sys::XLogReaderFree(reader);
+                return Err((
+                    at,
+                    format!("the WAL since the checkpoint image is not readable ({msg}); was the replication slot pg_scoot_wal dropped?"),
+                ));
             }
             if (*reader).ReadRecPtr >= to {
                 break;
@@ -304,14 +454,16 @@ unsafe fn replay_range(from: u64, to: u64, tli: u32) -> u64 {
             if (*rec).xl_rmid == record::RM_SCOOT_ID {
                 debug_delay();
                 let (info, data) = record_data(reader);
-                if let Err(e) = record::apply(info, data) {
-                    redo_failed((*reader).ReadRecPtr, &e);
+                if let Err(e) = record::apply(info, data, false) {
+                    let at = (*reader).ReadRecPtr;
+                    pg_sys::XLogReaderFree(reader);
+                    return Err((at, e));
                 }
                 n += 1;
                 arena::ctl().redo_records.fetch_add(1, Ordering::Relaxed);
             }
         }
         pg_sys::XLogReaderFree(reader);
-        n
+        Ok(n)
     }
 }

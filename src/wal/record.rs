@@ -14,6 +14,10 @@
 //! | `FREE` | key, lb | return the block to the arena |
 //! | `FREE_ALL` | key | free every block of the table (TRUNCATE, DROP) |
 //! | `REKEY` | old key, new key | the table's rows belong to the new relfilenode (SET TABLESPACE) |
+//! | `CONFLICT` | key, xid | on a hot standby: cancel the queries whose snapshots may still see versions `xid` wrote or deleted (they are pruned or frozen by the next BLOCK record) |
+//!
+//! On a hot standby redo runs while queries read the arena: it then takes the block's lock
+//! exclusively and the allocation lock, as a writing backend does ([`apply`] with `hot`).
 use crate::storage::arena;
 use crate::storage::tabledir::{self, RelKey, TableRef};
 use crate::wal::checkpoint_image::{BlockMeta, Dec, Enc};
@@ -31,6 +35,9 @@ pub const XLOG_SCOOT_FREE_ALL: u8 = 0x20;
 pub const XLOG_SCOOT_REKEY: u8 = 0x30;
 /// BLOCK in the compact encoding (variable-length integers; what the server writes now).
 pub const XLOG_SCOOT_BLOCK_V: u8 = 0x40;
+/// Before a BLOCK record that removes or freezes row versions: the newest xid involved (a hot
+/// standby cancels the queries that may still need them, like heap's latestRemovedXid).
+pub const XLOG_SCOOT_CONFLICT: u8 = 0x50;
 pub const INFO_MASK: u8 = 0xF0;
 
 /// A run's length with this bit set: `len` zero bytes (no data follows).
@@ -130,14 +137,29 @@ pub fn encode_block_v(
 ) -> Vec<u8> {
     let (runs, data) = runs_of(block, ranges);
     let mut out = Vec::with_capacity(64 + runs.len() * 6 + data);
-    for v in [key.spc as u64, key.db as u64, key.rel as u64, (key.backend as i64 + 1) as u64] {
+    for v in [
+        key.spc as u64,
+        key.db as u64,
+        key.rel as u64,
+        (key.backend as i64 + 1) as u64,
+    ] {
         put_var(&mut out, v);
     }
     put_var(&mut out, lb as u64);
     put_var(&mut out, var_mask);
     for v in [
-        meta.local, meta.hwm, meta.nfree, meta.capacity, meta.free_hint, meta.var_low, meta.var_dead,
-        meta.fixed_end, meta.ndead, meta.obsolete, meta.vis_xid, meta.temp,
+        meta.local,
+        meta.hwm,
+        meta.nfree,
+        meta.capacity,
+        meta.free_hint,
+        meta.var_low,
+        meta.var_dead,
+        meta.fixed_end,
+        meta.ndead,
+        meta.obsolete,
+        meta.vis_xid,
+        meta.temp,
     ] {
         put_var(&mut out, v as u64);
     }
@@ -319,15 +341,24 @@ fn insert(info: u8, payload: &[u8]) {
         // like heap: a failure to log a change already made is a PANIC, never a divergence
         pg_sys::CritSectionCount += 1;
         pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterData(payload.as_ptr() as *mut std::ffi::c_char, payload.len() as i32);
+        pg_sys::XLogRegisterData(
+            payload.as_ptr() as *mut std::ffi::c_char,
+            payload.len() as i32,
+        );
         pg_sys::XLogInsert(RM_SCOOT_ID, info);
         pg_sys::CritSectionCount -= 1;
     }
 }
 
 /// `changes::LOG_BLOCK`.
-pub fn log_block(t: TableRef, lb: u32, b: u32, ranges: &[(u32, u32)]) {
+pub fn log_block(t: TableRef, lb: u32, b: u32, ranges: &[(u32, u32)], conflict: u32) {
     let e = t.entry();
+    if conflict != 0 {
+        let mut c = Enc::new();
+        enc_key(&mut c, &e.key);
+        c.u32(conflict);
+        insert(XLOG_SCOOT_CONFLICT, &c.0);
+    }
     let meta = BlockMeta::of(arena::block_desc(b));
     let block = unsafe { std::slice::from_raw_parts(arena::block_ptr(b), arena::block_size()) };
     let p = encode_block_v(
@@ -364,9 +395,10 @@ fn table_for(key: &RelKey) -> TableRef {
     tabledir::lookup(key).unwrap_or_else(|| tabledir::create(key, 0, b'p'))
 }
 
-/// Applies one scoot record (`info` & INFO_MASK, its main data). Runs in the startup process
-/// with no other process touching the arena.
-pub fn apply(info: u8, data: &[u8]) -> Result<(), String> {
+/// Applies one scoot record (`info` & INFO_MASK, its main data). `hot`: queries may read the
+/// arena meanwhile (a hot standby): blocks are changed under their exclusive lock and the
+/// table's size is kept current; otherwise (start-up, crash recovery) nothing else runs.
+pub fn apply(info: u8, data: &[u8], hot: bool) -> Result<(), String> {
     match info & INFO_MASK {
         XLOG_SCOOT_BLOCK | XLOG_SCOOT_BLOCK_V => {
             let r = if info & INFO_MASK == XLOG_SCOOT_BLOCK {
@@ -377,40 +409,64 @@ pub fn apply(info: u8, data: &[u8]) -> Result<(), String> {
             .ok_or("malformed scoot BLOCK record")?;
             let bs = arena::block_size() as u32;
             if !r.meta.sane(bs) {
-                return Err(format!("scoot BLOCK record with an inconsistent descriptor {:?}", r.meta));
+                return Err(format!(
+                    "scoot BLOCK record with an inconsistent descriptor {:?}",
+                    r.meta
+                ));
+            }
+            if r.runs.iter().any(|(off, len, _)| off + len > bs) {
+                return Err("scoot BLOCK record writes past the block end".into());
             }
             let t = table_for(&r.key);
             let e = t.entry();
             e.var_mask.store(r.var_mask, Ordering::Relaxed);
-            let b = match tabledir::arena_block(t, r.lb) {
-                Some(b) => b,
-                None => {
-                    if arena::ctl().nfree_blocks.load(Ordering::Relaxed) == 0 {
-                        return Err(format!(
-                            "scoot.arena_size ({} MB) is too small to replay the scoot WAL",
-                            arena::ctl().arena_bytes >> 20
-                        ));
+            let get = || -> Result<(u32, bool), String> {
+                match tabledir::arena_block(t, r.lb) {
+                    Some(b) => Ok((b, false)),
+                    None => {
+                        if arena::ctl().nfree_blocks.load(Ordering::Relaxed) == 0 {
+                            return Err(format!(
+                                "scoot.arena_size ({} MB) is too small to replay the scoot WAL",
+                                arena::ctl().arena_bytes >> 20
+                            ));
+                        }
+                        let b = arena::restore_block(t, r.lb);
+                        if r.lb >= e.nlocal.load(Ordering::Relaxed) {
+                            e.nlocal.store(r.lb + 1, Ordering::Release);
+                        }
+                        e.nblocks.fetch_add(1, Ordering::Relaxed);
+                        Ok((b, true))
                     }
-                    let b = arena::restore_block(t, r.lb);
-                    if r.lb >= e.nlocal.load(Ordering::Relaxed) {
-                        e.nlocal.store(r.lb + 1, Ordering::Relaxed);
-                    }
-                    b
                 }
             };
+            let (b, new) = if hot {
+                arena::with_alloc_lock(get)?
+            } else {
+                get()?
+            };
+            let desc = arena::block_desc(b);
             let p = arena::block_ptr(b);
-            for (off, len, data) in &r.runs {
-                if off + len > bs {
-                    return Err("scoot BLOCK record writes past the block end".into());
-                }
-                unsafe {
-                    match data {
-                        Some(d) => std::ptr::copy_nonoverlapping(d.as_ptr(), p.add(*off as usize), *len as usize),
-                        None => std::ptr::write_bytes(p.add(*off as usize), 0, *len as usize),
+            {
+                let _g = hot.then(|| desc.exclusive());
+                for (off, len, data) in &r.runs {
+                    unsafe {
+                        match data {
+                            Some(d) => std::ptr::copy_nonoverlapping(
+                                d.as_ptr(),
+                                p.add(*off as usize),
+                                *len as usize,
+                            ),
+                            None => std::ptr::write_bytes(p.add(*off as usize), 0, *len as usize),
+                        }
                     }
                 }
+                r.meta.apply(desc);
+                desc.mod_count.fetch_add(1, Ordering::Relaxed);
             }
-            r.meta.apply(arena::block_desc(b));
+            if hot && (new || r.lb + 1 >= e.nlocal.load(Ordering::Relaxed)) {
+                // the relation file's size tells the planner and TID scans how far rows go
+                arena::with_alloc_lock(|| tabledir::publish_size(t));
+            }
         }
         XLOG_SCOOT_FREE => {
             let mut d = Dec::new(data);
@@ -418,17 +474,23 @@ pub fn apply(info: u8, data: &[u8]) -> Result<(), String> {
             let lb = d.u32();
             if let Some(t) = tabledir::lookup(&key) {
                 if let Some(b) = tabledir::arena_block(t, lb) {
-                    arena::free_block(t, b, false);
+                    let _g = hot.then(|| arena::block_desc(b).exclusive());
+                    arena::free_block(t, b, hot);
+                    t.entry().nblocks.fetch_sub(1, Ordering::Relaxed);
                 }
             }
         }
         XLOG_SCOOT_FREE_ALL => {
+            // (on a hot standby, queries on the table were cancelled when the primary's
+            // AccessExclusiveLock was replayed)
             let mut d = Dec::new(data);
             let key = dec_key(&mut d);
             if let Some(t) = tabledir::lookup(&key) {
                 for (_lb, b) in tabledir::blocks_of(t) {
+                    let _g = hot.then(|| arena::block_desc(b).exclusive());
                     arena::free_block(t, b, false);
                 }
+                t.entry().nblocks.store(0, Ordering::Relaxed);
             }
         }
         XLOG_SCOOT_REKEY => {
@@ -439,9 +501,37 @@ pub fn apply(info: u8, data: &[u8]) -> Result<(), String> {
                 tabledir::rekey(t, &new);
             }
         }
+        XLOG_SCOOT_CONFLICT => {
+            if data.len() < 20 {
+                return Err("malformed scoot CONFLICT record".into());
+            }
+            let mut d = Dec::new(data);
+            let key = dec_key(&mut d);
+            let xid = d.u32();
+            if hot {
+                resolve_conflict(&key, xid);
+            }
+        }
         other => return Err(format!("unknown scoot WAL record type {other:#x}")),
     }
     Ok(())
+}
+
+/// Cancels the standby queries whose snapshots may still see row versions of `xid` (they are
+/// about to be pruned or frozen), after `max_standby_streaming_delay`, as heap does.
+fn resolve_conflict(key: &RelKey, xid: u32) {
+    unsafe {
+        if pg_sys::standbyState >= pg_sys::HotStandbyState::STANDBY_SNAPSHOT_PENDING {
+            pg_sys::ResolveRecoveryConflictWithSnapshot(
+                pg_sys::TransactionId::from(xid),
+                pg_sys::RelFileNode {
+                    spcNode: key.spc.into(),
+                    dbNode: key.db.into(),
+                    relNode: key.rel.into(),
+                },
+            );
+        }
+    }
 }
 
 /// `rm_identify`.
@@ -451,6 +541,7 @@ pub fn identify(info: u8) -> &'static std::ffi::CStr {
         XLOG_SCOOT_FREE => c"FREE",
         XLOG_SCOOT_FREE_ALL => c"FREE_ALL",
         XLOG_SCOOT_REKEY => c"REKEY",
+        XLOG_SCOOT_CONFLICT => c"CONFLICT",
         _ => c"UNKNOWN",
     }
 }
@@ -465,7 +556,12 @@ pub fn describe(info: u8, data: &[u8]) -> String {
             decode_block_v(data)
         } {
             Some(r) => {
-                let bytes: u64 = r.runs.iter().filter(|x| x.2.is_some()).map(|x| x.1 as u64).sum();
+                let bytes: u64 = r
+                    .runs
+                    .iter()
+                    .filter(|x| x.2.is_some())
+                    .map(|x| x.1 as u64)
+                    .sum();
                 format!(
                     "{} block {} hwm {} runs {} bytes {}",
                     k(&r.key),
@@ -485,6 +581,11 @@ pub fn describe(info: u8, data: &[u8]) -> String {
         XLOG_SCOOT_FREE_ALL => {
             let mut d = Dec::new(data);
             k(&dec_key(&mut d))
+        }
+        XLOG_SCOOT_CONFLICT if data.len() >= 20 => {
+            let mut d = Dec::new(data);
+            let key = dec_key(&mut d);
+            format!("{} latest removed xid {}", k(&key), d.u32())
         }
         XLOG_SCOOT_REKEY => {
             let mut d = Dec::new(data);
@@ -513,7 +614,12 @@ mod tests {
 
     #[pg_test]
     fn block_records_round_trip() {
-        let key = RelKey { spc: 1663, db: 16384, rel: 4_000_000_123, backend: -1 };
+        let key = RelKey {
+            spc: 1663,
+            db: 16384,
+            rel: 4_000_000_123,
+            backend: -1,
+        };
         let meta = BlockMeta {
             local: 7,
             hwm: 291,
@@ -537,7 +643,12 @@ mod tests {
             } else {
                 encode_block(&key, 7, u64::MAX >> 3, &meta, &block, &ranges)
             };
-            let r = if compact { decode_block_v(&enc) } else { decode_block(&enc) }.expect("decodes");
+            let r = if compact {
+                decode_block_v(&enc)
+            } else {
+                decode_block(&enc)
+            }
+            .expect("decodes");
             assert_eq!(r.key, key);
             assert_eq!(r.lb, 7);
             assert_eq!(r.var_mask, u64::MAX >> 3);
@@ -555,18 +666,33 @@ mod tests {
                 }
             }
             for &(off, len) in &ranges {
-                assert_eq!(&rebuilt[off as usize..(off + len) as usize], &block[off as usize..(off + len) as usize]);
+                assert_eq!(
+                    &rebuilt[off as usize..(off + len) as usize],
+                    &block[off as usize..(off + len) as usize]
+                );
             }
             assert!(r.runs.iter().any(|x| x.2.is_none()), "zero run expected");
             // truncated records never decode
             for cut in [1usize, 5, enc.len() / 2, enc.len() - 1] {
                 let bad = &enc[..enc.len() - cut];
-                let d = if compact { decode_block_v(bad) } else { decode_block(bad) };
-                assert!(d.is_none() || !compact, "a truncated compact record decoded");
+                let d = if compact {
+                    decode_block_v(bad)
+                } else {
+                    decode_block(bad)
+                };
+                assert!(
+                    d.is_none() || !compact,
+                    "a truncated compact record decoded"
+                );
             }
         }
         let small = encode_block_v(&key, 7, 1, &meta, &block, &[(20, 8)]);
         let large = encode_block(&key, 7, 1, &meta, &block, &[(20, 8)]);
-        assert!(small.len() * 10 < large.len() * 7, "compact {} vs {}", small.len(), large.len());
+        assert!(
+            small.len() * 10 < large.len() * 7,
+            "compact {} vs {}",
+            small.len(),
+            large.len()
+        );
     }
 }

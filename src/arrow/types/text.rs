@@ -207,7 +207,11 @@ impl Column for Text {
             arrow_buffer::OffsetBuffer::new_unchecked(arrow_buffer::ScalarBuffer::from(offsets))
         };
         Arc::new(unsafe {
-            arrow_array::StringArray::new_unchecked(offsets, arrow_buffer::Buffer::from_vec(data), nulls)
+            arrow_array::StringArray::new_unchecked(
+                offsets,
+                arrow_buffer::Buffer::from_vec(data),
+                nulls,
+            )
         })
     }
 }
