@@ -894,21 +894,10 @@ fn load_for_standby(ctl: &Control) {
 /// Does pg_wal hold every WAL segment of [from, to) on timeline `tli`?
 fn wal_is_local(from: u64, to: u64, tli: u32) -> bool {
     let seg = unsafe { pg_sys::wal_segment_size } as u64;
-    if seg == 0 {
-        return false;
-    }
-    let mut s = from / seg;
-    let last = to.saturating_sub(1) / seg;
-    let per_id = 0x1_0000_0000u64 / seg;
-    while s <= last {
-        let name = format!("pg_wal/{:08X}{:08X}{:08X}", tli, s / per_id, s % per_id);
-        match std::fs::metadata(&name) {
-            Ok(m) if m.len() == seg => {}
-            _ => return false,
-        }
-        s += 1;
-    }
-    true
+    seg != 0
+        && crate::wal::segment_names(from, to, tli)
+            .iter()
+            .all(|n| std::fs::metadata(format!("pg_wal/{n}")).is_ok_and(|m| m.len() == seg))
 }
 
 /// The image stamped `lsn` is the recovery base now; the WAL is kept from the oldest image on

@@ -174,9 +174,9 @@ unsafe extern "C-unwind" fn rm_startup() {
             let from = c.base_lsn.load(Ordering::Relaxed);
             let tli = c.gap_tli.load(Ordering::Relaxed);
             match fetch_gap(from, gap_to, tli) {
-                Ok(n) => {
+                Ok((n, source)) => {
                     pgrx::log!(
-                        "scoot: replayed {n} scoot WAL records from {:X}/{:X} to the redo start {:X}/{:X} (WAL fetched from the primary)",
+                        "scoot: replayed {n} scoot WAL records from {:X}/{:X} to the redo start {:X}/{:X} (WAL {source})",
                         from >> 32,
                         from as u32,
                         gap_to >> 32,
@@ -207,29 +207,104 @@ unsafe extern "C-unwind" fn rm_startup() {
 
 unsafe extern "C" {
     fn HandleStartupProcInterrupts();
+    fn RestoreArchivedFile(
+        path: *mut std::ffi::c_char,
+        xlogfname: *const std::ffi::c_char,
+        recovername: *const std::ffi::c_char,
+        expected_size: libc::off_t,
+        cleanup_enabled: bool,
+    ) -> bool;
+}
+
+/// The WAL segment file names of [from, to) on timeline `tli`.
+pub fn segment_names(from: u64, to: u64, tli: u32) -> Vec<String> {
+    let seg = unsafe { pg_sys::wal_segment_size } as u64;
+    let per_id = 0x1_0000_0000u64 / seg;
+    (from / seg..=to.saturating_sub(1) / seg)
+        .map(|s| format!("{:08X}{:08X}{:08X}", tli, s / per_id, s % per_id))
+        .collect()
+}
+
+/// Archive recovery (`restore_command`): restores the segments of [from, to) that pg_wal lacks
+/// into pg_wal, as PostgreSQL restores the ones after the redo start.
+unsafe fn restore_gap(from: u64, to: u64, tli: u32) -> Result<(), String> {
+    unsafe {
+        let seg = pg_sys::wal_segment_size as u64;
+        for name in segment_names(from, to, tli) {
+            let local = format!("pg_wal/{name}");
+            if std::fs::metadata(&local).is_ok_and(|m| m.len() == seg) {
+                continue;
+            }
+            let mut path = [0 as std::ffi::c_char; pg_sys::MAXPGPATH as usize];
+            let cname = std::ffi::CString::new(name.clone()).unwrap();
+            if !RestoreArchivedFile(
+                path.as_mut_ptr(),
+                cname.as_ptr(),
+                c"SCOOTXLOG".as_ptr(),
+                seg as libc::off_t,
+                false,
+            ) {
+                return Err(format!(
+                    "restore_command did not restore WAL segment {name}"
+                ));
+            }
+            let got = std::ffi::CStr::from_ptr(path.as_ptr())
+                .to_string_lossy()
+                .into_owned();
+            if got != local {
+                std::fs::rename(&got, &local).map_err(|e| format!("{got} -> {local}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Startup process, before PostgreSQL's redo: the base image is older than the redo start and
-/// pg_wal lacks the WAL between them (a base backup holds the WAL from its start only). Streams
-/// it from the primary (`primary_conninfo`; its slot `pg_scoot_wal` keeps the WAL since its
-/// images) with PostgreSQL's own WAL receiver into pg_wal, stops the receiver, and replays the
-/// scoot records of [from, to).
-unsafe fn fetch_gap(from: u64, to: u64, tli: u32) -> Result<u64, String> {
+/// pg_wal lacks the WAL between them (a base backup holds the WAL from its start only). Takes
+/// it from the WAL archive (`restore_command`: archive recovery, standbys) or else streams it
+/// from the primary (`primary_conninfo`; the primary's slot `pg_scoot_wal` keeps the WAL since
+/// its images) with PostgreSQL's own WAL receiver into pg_wal, and replays the scoot records of
+/// [from, to).
+unsafe fn fetch_gap(from: u64, to: u64, tli: u32) -> Result<(u64, &'static str), String> {
     unsafe {
-        let conninfo = if pg_sys::PrimaryConnInfo.is_null() {
-            String::new()
-        } else {
-            std::ffi::CStr::from_ptr(pg_sys::PrimaryConnInfo)
-                .to_string_lossy()
-                .into_owned()
+        let gucstr = |p: *const std::ffi::c_char| {
+            if p.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
         };
+        let restore = gucstr(pg_sys::recoveryRestoreCommand);
+        let mut archive_err = None;
+        if pg_sys::ArchiveRecoveryRequested && !restore.is_empty() {
+            match restore_gap(from, to, tli) {
+                Ok(()) => {
+                    pgrx::log!(
+                        "scoot: restored the WAL from {:X}/{:X} to {:X}/{:X} from the archive",
+                        from >> 32,
+                        from as u32,
+                        to >> 32,
+                        to as u32
+                    );
+                    return replay_range(from, to, tli)
+                        .map(|n| (n, "restored from the archive"))
+                        .map_err(|(lsn, e)| format!("at {:X}/{:X}: {e}", lsn >> 32, lsn as u32));
+                }
+                Err(e) => archive_err = Some(e),
+            }
+        }
+        let conninfo = gucstr(pg_sys::PrimaryConnInfo);
         if conninfo.is_empty() {
             return Err(format!(
-                "the WAL from the checkpoint image at {:X}/{:X} to the backup's start {:X}/{:X} is not in pg_wal and primary_conninfo is not set to fetch it",
+                "the WAL from the checkpoint image at {:X}/{:X} to the backup's start {:X}/{:X} is not in pg_wal{}, and primary_conninfo is not set to fetch it",
                 from >> 32,
                 from as u32,
                 to >> 32,
-                to as u32
+                to as u32,
+                match &archive_err {
+                    Some(e) => format!(" nor in the archive ({e})"),
+                    None => " (no restore_command is set)".to_string(),
+                }
             ));
         }
         pgrx::log!(
@@ -280,6 +355,7 @@ unsafe fn fetch_gap(from: u64, to: u64, tli: u32) -> Result<u64, String> {
             )
         })?;
         replay_range(from, to, tli)
+            .map(|n| (n, "fetched from the primary"))
             .map_err(|(lsn, e)| format!("at {:X}/{:X}: {e}", lsn >> 32, lsn as u32))
     }
 }
