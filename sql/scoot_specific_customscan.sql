@@ -29,6 +29,11 @@ INSERT INTO cs_h (id, a, b, n, w, d, ts) VALUES
   (30001, 2147483647, 9223372036854775807, 'NaN', 'NaN', 'infinity', 'infinity'),
   (30002, -2147483648, -9223372036854775808, -9999999999.99, -99999999999999999999999.999999, '-infinity', '-infinity'),
   (30003, 0, 0, 0, 0, '2020-01-01', '2020-01-01');
+-- float edge values, and text values stored compressed or toasted (never judged by a filter)
+INSERT INTO cs_h (id, f, t) VALUES
+  (30004, 'NaN', repeat('tt5', 3000)), (30005, '-Infinity', ''), (30006, '-0', 'tt5'),
+  (30007, 'Infinity', (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 200) g)),
+  (30008, 0, 'tt' || repeat('x', 3000)), (30009, 'NaN', 'x'), (30010, 1, repeat('ab', 3000));
 INSERT INTO cs_s SELECT * FROM cs_h;
 UPDATE cs_s SET a = a + 1 WHERE id % 10 = 0;
 UPDATE cs_h SET a = a + 1 WHERE id % 10 = 0;
@@ -47,11 +52,35 @@ EXPLAIN (COSTS OFF) SELECT s.id, h.t FROM cs_s s JOIN cs_h h USING (id) WHERE s.
 EXPLAIN (COSTS OFF, FORMAT JSON) SELECT sum(a) FROM cs_s WHERE ok;
 -- block filters: column op constant on integer, date, timestamp and numeric columns
 EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE a >= 10 AND 100 > a AND d < '2021-06-01' AND n <= 12.5 AND ts > '2020-03-01' AND b = 5;
--- character filters on char(n)/varchar(n): =, IN, LIKE 'prefix%' (not other patterns, not text)
+-- character filters on char(n)/varchar(n)/text: =, IN, LIKE 'prefix%' (not other patterns)
 EXPLAIN (COSTS OFF) SELECT id FROM cs_s WHERE c = 'AB' AND v IN ('v1', 'v2') AND v LIKE 'v%' AND c LIKE '%B' AND t = 'x';
+EXPLAIN (COSTS OFF) SELECT id FROM cs_s WHERE t IN ('tt5', 'x') AND t LIKE 'tt%' AND t LIKE '%5';
+-- float comparisons (float8 and float4 constants)
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE f > 2.5 AND f <= 'NaN' AND f <> 3 AND f >= 1::float4;
+SELECT count(*), count(f), sum(CASE WHEN f = 'NaN' THEN 1 ELSE 0 END) FROM cs_s WHERE f >= 'NaN';
+SELECT count(*) FROM cs_s WHERE f = 0;
+SELECT count(*) FROM cs_s WHERE f = '-0';
+SELECT count(*) FROM cs_s WHERE f < '-Infinity';
+SELECT count(*) FROM cs_s WHERE f <= '-Infinity';
+SELECT count(*) FROM cs_s WHERE f > 'Infinity';
+SELECT id, length(t) FROM cs_s WHERE t = 'tt5' ORDER BY id;
+SELECT id, length(t) FROM cs_s WHERE t LIKE 'tt5%' AND id > 29990 ORDER BY id;
+SELECT count(*), sum(length(t)) FROM cs_s WHERE t IN ('tt5', '', 'x');
+-- ScootAgg with a text filter over blocks holding compressed values (it falls back to rows
+-- there): the same answer as heap
+SELECT c, count(*), sum(length(t)), sum(f) FROM cs_s WHERE t LIKE 'tt%' GROUP BY c ORDER BY c;
+SELECT c, count(*), sum(length(t)), sum(f) FROM cs_h WHERE t LIKE 'tt%' GROUP BY c ORDER BY c;
+CREATE TABLE cs_t (id int, t text) USING scoot;
+INSERT INTO cs_t SELECT g, 'tt' || g FROM generate_series(1, 1000) g;
+INSERT INTO cs_t VALUES (1001, repeat('ab', 3000)), (1002, repeat('tt', 3000));
+EXPLAIN (COSTS OFF) SELECT count(*), sum(id) FROM cs_t WHERE t LIKE 'tt%';
+SELECT count(*), sum(id) FROM cs_t WHERE t LIKE 'tt%';
+SELECT count(*), sum(id) FROM cs_t WHERE t IN ('tt7', 'tt8');
+DROP TABLE cs_t;
 -- not filters: other types, expressions, a constant the column's scale cannot hold (n is
--- numeric(12,2)), an unconstrained numeric; an integer constant of another width is one
-EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE f < 3 AND a < 5::int8 AND a + 1 < 5 AND n < 0.125 AND t > 'x' AND n::numeric < 5.0;
+-- numeric(12,2)), an unconstrained numeric, text ordering; an integer constant of another
+-- width is one
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE ok < true AND a < 5::int8 AND a + 1 < 5 AND n < 0.125 AND t > 'x' AND n::numeric < 5.0;
 EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE n < 0.120;
 -- IS [NOT] NULL on any column, IN lists (NULL elements match nothing; an element the scale
 -- cannot hold matches nothing; NaN or infinity elements leave the clause to PostgreSQL)
@@ -124,7 +153,10 @@ DECLARE
     'NOT ok', 'ok IS NULL', 'id %% 7 = 3', 'coalesce(a, 0) + coalesce(n, 0) > %s',
     'a IN (%s, %s, 7, -3, NULL)', 'n IN (1.50, 0.25, -49.69, 12.345)', 'b IS NOT NULL AND a IS NOT NULL',
     'd = ANY (ARRAY[date ''2020-01-05'', date ''2021-03-01'', NULL])', 'c IS NOT NULL', 'w IS NULL',
-    'ts IN (timestamp ''2020-01-01 00:17'', timestamp ''2020-01-02'')', 'b IN (%s, 100, 200)'];
+    'ts IN (timestamp ''2020-01-01 00:17'', timestamp ''2020-01-02'')', 'b IN (%s, 100, 200)',
+    't = ''tt5''', 't IN (''t7'', ''tt5'', '''', ''ttttt12'')', 't LIKE ''tt5%%''', 't = ''x''',
+    'f = %s / 8.0', 'f >= ''NaN''', 'f > %s / 4.0 AND f <= 100', 'f <= %s::float4 / 8', 'f = ''-0''',
+    'f < ''-Infinity''', 'f <> 0.5 AND f IS NOT NULL'];
   live text[];
   i int; k int; sel text; pred text; q_s text; q_h text; r_s text; r_h text; r_off text;
   checked int := 0; plans int := 0; p text;

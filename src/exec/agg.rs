@@ -954,6 +954,11 @@ impl AggExec {
             let p = f
                 .prepare(c)
                 .ok_or(Fallback(c"a filter this block cannot apply"))?;
+            if !f.exact(&p, blk, c, sel) {
+                return Err(Fallback(
+                    c"a compressed or toasted value in a filtered column",
+                ));
+            }
             f.retain(&p, blk, c, sel);
             if sel.is_empty() {
                 break;

@@ -318,6 +318,50 @@ date_timestamp_filter(RelOptInfo *rel, OpExpr *op, Var *var, Const *c, bool comm
  * that pass, so a filter only ever removes rows the qual would reject. Each is encoded as a
  * string "attno strategy type value" (value as an integer, or the numeric's text).
  */
+/*
+ * float4/float8 column op float4/float8 constant (float_ops, cross-type members included: they
+ * compare as float8). The constant goes as the bits of its float8 value, so the block compares
+ * exactly what PostgreSQL compares, NaN (above every number, equal to itself) and -0 = 0
+ * included.
+ */
+static char *
+float_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe, Relation r)
+{
+	Oid			opclass = GetDefaultOpClass(var->vartype, BTREE_AM_OID);
+	Oid			opfamily;
+	int			strategy = 0,
+				k;
+	double		v;
+	union
+	{
+		double		d;
+		uint64		u;
+	}			bits;
+
+	if (!OidIsValid(opclass))
+		return NULL;
+	opfamily = get_opclass_family(opclass);
+	for (k = 1; k <= 5; k++)
+		if (get_opfamily_member(opfamily, commuted ? c->consttype : var->vartype,
+								commuted ? var->vartype : c->consttype, k) == op->opno)
+			strategy = k;
+	if (strategy == 0)
+		return NULL;
+	if (commuted)
+		strategy = 6 - strategy;
+	v = c->consttype == FLOAT4OID ? (double) DatumGetFloat4(c->constvalue) : DatumGetFloat8(c->constvalue);
+	bits.d = v;
+	{
+		Oid			out;
+		bool		varlena;
+
+		getTypeOutputInfo(c->consttype, &out, &varlena);
+		*describe = psprintf("%s %s %s", column_name(r, var), strategy_op[strategy],
+							 quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue)));
+	}
+	return psprintf("%d %d float %016llx", var->varattno, strategy, (unsigned long long) bits.u);
+}
+
 static char *
 comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 {
@@ -359,6 +403,9 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	typ = var->vartype;
 	if (typ == DATEOID && c->consttype == TIMESTAMPOID)
 		return date_timestamp_filter(rel, op, var, c, commuted, describe, r);
+	if ((typ == FLOAT4OID || typ == FLOAT8OID) &&
+		(c->consttype == FLOAT4OID || c->consttype == FLOAT8OID))
+		return float_filter(op, var, c, commuted, describe, r);
 	if (c->consttype != typ)
 	{
 		/* integer column vs integer constant of another width (int48lt, int24eq, ...) */
@@ -490,16 +537,24 @@ filter_value(Oid typ, Datum v)
 }
 
 /*
- * Character filters, on char(n) and varchar(n) columns (which blocks store in n-byte cells:
- * other blocks are not filtered): "column = constant", "column IN (constants)" and "column LIKE
- * 'prefix%'" under a deterministic collation (byte equality is equality then). The type in the
- * encoding says how to compare: "bpchar" ignores trailing spaces (bpchareq), "bytes" does not
- * (texteq); values are hex.
+ * Character filters, on char(n), varchar(n) and text columns (stored in n-byte cells or as
+ * variable-length values; a compressed or toasted value is never judged by the filter):
+ * "column = constant", "column IN (constants)" and "column LIKE 'prefix%'" under a
+ * deterministic collation (byte equality is equality then). The type in the encoding says how
+ * to compare: "bpchar" ignores trailing spaces (bpchareq), "bytes" does not (texteq); values
+ * are hex.
  */
 static const char *
 char_filter_type(Oid typ)
 {
-	return typ == BPCHAROID ? "bpchar" : typ == VARCHAROID ? "bytes" : NULL;
+	return typ == BPCHAROID ? "bpchar" : (typ == VARCHAROID || typ == TEXTOID) ? "bytes" : NULL;
+}
+
+/* The type of the constants a character column is compared with (varchar uses text's). */
+static Oid
+char_const_type(Oid typ)
+{
+	return typ == BPCHAROID ? BPCHAROID : TEXTOID;
 }
 
 static char *
@@ -519,24 +574,11 @@ hex_of(const char *p, int len, bool trim_spaces)
 	return h.data;
 }
 
-/*
- * Can blocks store this column in n-byte cells (row.rs: char(n <= 128), varchar(n <= 16))? If not,
- * a character filter on it never applies (and would only make ScootAgg fall back).
- */
-static bool
-char_cells(Var *var)
-{
-	int32		n = var->vartypmod - VARHDRSZ;
-
-	return var->vartypmod > VARHDRSZ &&
-		((var->vartype == BPCHAROID && n <= 128) || (var->vartype == VARCHAROID && n <= 16));
-}
-
 /* The btree equality of a character column's type (varchar uses text's operators). */
 static Oid
 char_eq_operator(Oid typ)
 {
-	Oid			optype = typ == VARCHAROID ? TEXTOID : typ;
+	Oid			optype = char_const_type(typ);
 	Oid			opclass = GetDefaultOpClass(optype, BTREE_AM_OID);
 
 	if (!OidIsValid(opclass))
@@ -569,22 +611,21 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	if (var->varno != (int) rel->relid || var->varattno <= 0 || var->varlevelsup != 0 || c->constisnull)
 		return NULL;
 	tname = char_filter_type(var->vartype);
-	if (tname == NULL || !char_cells(var) ||
+	if (tname == NULL ||
 		!(c->consttype == var->vartype || c->consttype == TEXTOID || c->consttype == BPCHAROID))
 		return NULL;
 	if (OidIsValid(op->inputcollid) && !get_collation_isdeterministic(op->inputcollid))
 		return NULL;
 	set_opfuncid(op);
 	t = DatumGetTextPP(c->constvalue);
-	if (op->opno == char_eq_operator(var->vartype) &&
-		c->consttype == (var->vartype == VARCHAROID ? TEXTOID : var->vartype))
+	if (op->opno == char_eq_operator(var->vartype) && c->consttype == char_const_type(var->vartype))
 	{
 		*describe = psprintf("%s = %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
 		return psprintf("%d 3 %s %s", var->varattno, tname,
 						hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
 	}
 	if ((op->opfuncid == F_BPCHARLIKE && var->vartype == BPCHAROID) ||
-		(op->opfuncid == F_TEXTLIKE && var->vartype == VARCHAROID))
+		(op->opfuncid == F_TEXTLIKE && (var->vartype == VARCHAROID || var->vartype == TEXTOID)))
 	{
 		/* 'prefix%' with no other wildcard or escape */
 		const char *p = VARDATA_ANY(t);
@@ -614,8 +655,7 @@ char_in_filter(ScalarArrayOpExpr *sa, Var *var, Const *c, char **describe, Relat
 	StringInfoData vals,
 				desc;
 
-	if (!char_cells(var) || sa->opno != char_eq_operator(var->vartype) ||
-		elemtype != (var->vartype == VARCHAROID ? TEXTOID : var->vartype))
+	if (sa->opno != char_eq_operator(var->vartype) || elemtype != char_const_type(var->vartype))
 		return NULL;
 	if (OidIsValid(sa->inputcollid) && !get_collation_isdeterministic(sa->inputcollid))
 		return NULL;

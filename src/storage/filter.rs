@@ -14,6 +14,7 @@
 //! block was written), or whose scale cannot represent the constant exactly, is not filtered.
 use crate::storage::block::{
     zoned, BlockRef, ColDesc, Zone, KIND_ABSENT, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
+    KIND_VAR, VAR_RAW,
 };
 use crate::storage::encoding::{NAN128, NAN64};
 
@@ -27,8 +28,10 @@ pub enum Value {
         int: String,
         frac: String,
     },
-    /// char(n)/varchar(n): the bytes (`bpchar`: trailing spaces trimmed, compared trimmed)
+    /// char(n)/varchar(n)/text: the bytes (`bpchar`: trailing spaces trimmed, compared trimmed)
     Bytes { bytes: Vec<u8>, bpchar: bool },
+    /// float4/float8 (compared as float8, PostgreSQL's order: NaN above every number)
+    Float(f64),
     /// IS NULL / IS NOT NULL: no value
     Null,
     /// IN lists: the constants (no NULLs)
@@ -72,6 +75,17 @@ pub enum Prepared {
     Chars {
         bpchar: bool,
         vs: Vec<Vec<u8>>,
+    },
+    /// the same on a variable-length column; a compressed or toasted value (`VAR_RAW`) is not
+    /// judged: it passes (see [`BlockFilter::exact`])
+    VarChars {
+        bpchar: bool,
+        vs: Vec<Vec<u8>>,
+    },
+    /// a float4 (`attlen` 4) or float8 column
+    Float {
+        attlen: i16,
+        v: f64,
     },
 }
 
@@ -125,6 +139,9 @@ impl BlockFilter {
                 }
             }
             "int" => Value::Int(val.parse().ok()?),
+            "float" if val.len() == 16 => {
+                Value::Float(f64::from_bits(u64::from_str_radix(val, 16).ok()?))
+            }
             "numeric" => {
                 let (neg, digits) = match val.strip_prefix('-') {
                     Some(d) => (true, d),
@@ -178,7 +195,19 @@ impl BlockFilter {
                 bpchar: *bpchar,
                 vs: vec![bytes.clone()],
             }),
-            Value::Set(vs) if c.kind == KIND_CHARN => {
+            Value::Bytes { bytes, bpchar } if c.kind == KIND_VAR => Some(Prepared::VarChars {
+                bpchar: *bpchar,
+                vs: vec![bytes.clone()],
+            }),
+            Value::Float(v)
+                if c.kind == KIND_FIXED && c.byval != 0 && matches!(c.attlen, 4 | 8) =>
+            {
+                Some(Prepared::Float {
+                    attlen: c.attlen,
+                    v: *v,
+                })
+            }
+            Value::Set(vs) if c.kind == KIND_CHARN || c.kind == KIND_VAR => {
                 let mut out = Vec::with_capacity(vs.len());
                 let mut bp = false;
                 for v in vs {
@@ -189,9 +218,16 @@ impl BlockFilter {
                     out.push(bytes.clone());
                 }
                 out.sort_unstable();
-                Some(Prepared::Chars {
-                    bpchar: bp,
-                    vs: out,
+                Some(if c.kind == KIND_CHARN {
+                    Prepared::Chars {
+                        bpchar: bp,
+                        vs: out,
+                    }
+                } else {
+                    Prepared::VarChars {
+                        bpchar: bp,
+                        vs: out,
+                    }
                 })
             }
             Value::Int(v) if int_col => Some(Prepared::Int {
@@ -263,7 +299,19 @@ impl BlockFilter {
                 let i = vs.partition_point(|&x| x < lo);
                 vs.get(i).is_none_or(|&x| x > hi)
             }
-            Prepared::Chars { .. } => false,
+            Prepared::Chars { .. } | Prepared::VarChars { .. } | Prepared::Float { .. } => false,
+        }
+    }
+
+    /// Does the filter decide every row of `sel` exactly? Not when a row's value in a
+    /// variable-length column is compressed or toasted (the filter lets it pass, PostgreSQL's
+    /// qual decides): callers that rely on the filter alone (ScootAgg) must not use it then.
+    pub fn exact(&self, p: &Prepared, b: BlockRef, c: &ColDesc, sel: &[u32]) -> bool {
+        match p {
+            Prepared::VarChars { .. } => sel
+                .iter()
+                .all(|&s| !b.is_valid(c, s) || b.var_entry(c, s).1 & VAR_RAW == 0),
+            _ => true,
         }
     }
 
@@ -352,21 +400,56 @@ impl BlockFilter {
                 (x as i128, x == NAN64)
             }
         };
-        if let Prepared::Chars { bpchar, vs } = p {
-            let cell = unsafe { std::slice::from_raw_parts(ptr, c.width as usize) };
-            let mut v = &cell[..crate::storage::encoding::charn_len(cell)];
+        let chars = |mut v: &[u8], bpchar: bool, vs: &[Vec<u8>]| {
             if self.strategy == 9 {
                 return v.starts_with(&vs[0]);
             }
-            if *bpchar {
+            if bpchar {
                 while let [rest @ .., b' '] = v {
                     v = rest;
                 }
             }
-            return vs.binary_search_by(|x| x.as_slice().cmp(v)).is_ok();
+            vs.binary_search_by(|x| x.as_slice().cmp(v)).is_ok()
+        };
+        match p {
+            Prepared::Chars { bpchar, vs } => {
+                let cell = unsafe { std::slice::from_raw_parts(ptr, c.width as usize) };
+                return chars(
+                    &cell[..crate::storage::encoding::charn_len(cell)],
+                    *bpchar,
+                    vs,
+                );
+            }
+            Prepared::VarChars { bpchar, vs } => {
+                if b.var_entry(c, slot).1 & VAR_RAW != 0 {
+                    return true; // compressed or toasted: PostgreSQL's qual decides
+                }
+                return chars(b.var_payload(c, slot), *bpchar, vs);
+            }
+            Prepared::Float { attlen, v } => {
+                let x = unsafe {
+                    if *attlen == 4 {
+                        (ptr as *const f32).read_unaligned() as f64
+                    } else {
+                        (ptr as *const f64).read_unaligned()
+                    }
+                };
+                let o = float_cmp(x, *v);
+                return match self.strategy {
+                    1 => o.is_lt(),
+                    2 => o.is_le(),
+                    3 => o.is_eq(),
+                    4 => o.is_ge(),
+                    _ => o.is_gt(),
+                };
+            }
+            _ => {}
         }
         let (x, v) = match p {
-            Prepared::Null | Prepared::Chars { .. } => unreachable!(),
+            Prepared::Null
+            | Prepared::Chars { .. }
+            | Prepared::VarChars { .. }
+            | Prepared::Float { .. } => unreachable!(),
             Prepared::IntSet { attlen, vs } => return vs.binary_search(&read_int(*attlen)).is_ok(),
             // a stored NaN equals no element (NaN elements are never pushed down)
             Prepared::DecSet { wide, vs } => {
@@ -393,6 +476,18 @@ impl BlockFilter {
     }
 }
 
+/// PostgreSQL's float order (`float8_cmp_internal`): NaN equals NaN and sorts above every
+/// number; -0 equals 0.
+pub fn float_cmp(x: f64, v: f64) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    match (x.is_nan(), v.is_nan()) {
+        (true, true) => Equal,
+        (true, false) => Greater,
+        (false, true) => Less,
+        _ => x.partial_cmp(&v).unwrap_or(Equal),
+    }
+}
+
 /// Can no row of block `b` pass all of `filters` (judged by the zone maps alone)?
 pub fn excluded(filters: &[BlockFilter], b: BlockRef) -> bool {
     let natts = b.natts();
@@ -411,6 +506,21 @@ pub fn excluded(filters: &[BlockFilter], b: BlockRef) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn float_filters() {
+        let f = BlockFilter::parse(&format!("11 3 float {:016x}", (-0.0f64).to_bits())).unwrap();
+        assert_eq!(f.value, Value::Float(-0.0));
+        assert!(BlockFilter::parse("11 3 float 12").is_none());
+        use std::cmp::Ordering::*;
+        // PostgreSQL's order: -0 = 0, NaN = NaN, NaN above infinity
+        assert_eq!(float_cmp(0.0, -0.0), Equal);
+        assert_eq!(float_cmp(f64::NAN, f64::NAN), Equal);
+        assert_eq!(float_cmp(f64::NAN, f64::INFINITY), Greater);
+        assert_eq!(float_cmp(f64::INFINITY, f64::NAN), Less);
+        assert_eq!(float_cmp(f64::NEG_INFINITY, -1e308), Less);
+        assert_eq!(float_cmp(2.5, 1.0), Greater);
+    }
 
     #[test]
     fn parse_filters() {
