@@ -132,6 +132,58 @@ unsafe extern "C-unwind" fn rm_redo(r: *mut pg_sys::XLogReaderState) {
             redo_failed((*r).ReadRecPtr, &e);
         }
         arena::ctl().redo_records.fetch_add(1, Ordering::Relaxed);
+        maybe_standby_image((*r).EndRecPtr);
+    }
+}
+
+/// When the standby's last image was written (or its replay started).
+static mut STANDBY_LAST_IMAGE: Option<std::time::Instant> = None;
+
+/// A standby writes its own checkpoint images (every `scoot.checkpoint_interval` while scoot
+/// records arrive), stamped with the end of the record just applied, and keeps the WAL since
+/// the older one with the slot `pg_scoot_wal` on the standby: a standby crash then recovers
+/// from its own image and WAL, without the primary. Written by the startup process itself
+/// (there is no OLAP worker in recovery): replay pauses meanwhile.
+fn maybe_standby_image(end: u64) {
+    unsafe {
+        let c = arena::ctl();
+        if !pg_sys::StandbyMode || c.from_backup.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let interval = crate::guc::CHECKPOINT_INTERVAL_S.get();
+        if interval <= 0 {
+            return;
+        }
+        let last = match STANDBY_LAST_IMAGE {
+            Some(t) => t,
+            None => {
+                STANDBY_LAST_IMAGE = Some(std::time::Instant::now());
+                return;
+            }
+        };
+        if last.elapsed() < std::time::Duration::from_secs(interval as u64) {
+            return;
+        }
+        STANDBY_LAST_IMAGE = Some(std::time::Instant::now());
+        let t0 = std::time::Instant::now();
+        let sysid = pg_sys::GetSystemIdentifier();
+        match checkpoint_image::write_image_at(sysid, end) {
+            Ok((tables, blocks, bytes)) => {
+                slot::advance_base(end);
+                pgrx::log!(
+                    "scoot: standby wrote checkpoint image {}: {tables} tables, {blocks} blocks, {} MB at {:X}/{:X} in {} ms",
+                    checkpoint_image::FILE,
+                    bytes >> 20,
+                    end >> 32,
+                    end as u32,
+                    t0.elapsed().as_millis()
+                );
+            }
+            Err(e) => {
+                checkpoint_image::discard_tmp();
+                pgrx::warning!("scoot: the standby could not write a checkpoint image: {e}");
+            }
+        }
     }
 }
 
