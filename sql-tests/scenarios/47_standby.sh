@@ -119,6 +119,12 @@ catch_up "$SPORT"
 same_as_primary "after pgbench"
 [ "$(qs -c "$INV")" = t ] || fail "balance sums differ on the standby"
 echo "    ok: $reads consistent standby reads during pgbench ($tps), tables equal after catching up"
+# scoot.olap and the Arrow export read the live arena on a standby (no OLAP worker in recovery)
+r=$(qs -c "SET scoot.olap = on" -c "$INV" 2>&1) && [ "$r" = t ] || fail "scoot.olap = on on the standby: $r"
+r=$(qs -c "SELECT count(*) > 0 FROM scoot.arrow_stream('sb_big'::regclass)" 2>&1) && [ "$r" = t ] ||
+  fail "Arrow export on the standby: $r"
+r=$(qs -c "SET scoot.olap = on" -c "SELECT count(*) > 0 FROM scoot.arrow_stream('pgbench_accounts'::regclass)" 2>&1) && [ "$r" = t ] ||
+  fail "Arrow export with scoot.olap on the standby: $r"
 
 echo "=== UPDATE, DELETE, VACUUM, TRUNCATE and new tables follow"
 q -c "UPDATE sb_big SET v = v || '+' WHERE id % 3 = 0" -c "DELETE FROM sb_big WHERE id > 50000" \

@@ -487,7 +487,9 @@ pub fn export_snapshot(t: TableRef, name: &str) -> Option<pg_sys::Snapshot> {
             || pg_sys::ParallelWorkerNumber >= 0
             || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32
             || pg_sys::GetTopTransactionIdIfAny().into_inner() != 0
+            || pg_sys::RecoveryInProgress()
         {
+            // (a hot standby has no OLAP worker: the export reads the live arena)
             return None;
         }
         let in_block = pg_sys::IsTransactionBlock();
