@@ -3,8 +3,8 @@
 -- frozen, variable-length values gathered per column). Checked here: scoot.blocks, the same
 -- results as heap for every SQL operation on frozen blocks (scans, filters, index fetches,
 -- UPDATE/DELETE, row locks, VACUUM, ADD COLUMN, OLAP snapshot reads), a write thawing its block,
--- blocks that cannot freeze yet (uncommitted or rolled-back rows, running locks, dead versions
--- before VACUUM), privileges and wrong objects, and the background freezer.
+-- blocks that cannot freeze yet (uncommitted rows, running locks), blocks whose dead versions
+-- the freezer prunes first, privileges and wrong objects, and the background freezer.
 \set VERBOSITY default
 SET client_min_messages = notice;
 SET max_parallel_workers_per_gather = 0;
@@ -45,10 +45,13 @@ UPDATE fz SET g = -1, t = 'changed' WHERE id = 100;
 UPDATE fz_h SET g = -1, t = 'changed' WHERE id = 100;
 SELECT temperature, blocks FROM scoot.blocks WHERE relation = 'fz'::regclass AND temperature <> 'frozen' AND blocks > 0;
 SELECT blocks_thawed > :thawed_before AS thaw_counted FROM scoot.freeze_stats;
--- the old version's block holds a deleted version: it freezes only after VACUUM (or pruning)
--- removed it; the new version's block freezes at once
+-- the old version's block holds a superseded version: scoot.freeze prunes it (as VACUUM's first
+-- pass does) and freezes the block; the new version's block freezes at once
 SELECT scoot.freeze('fz');
 SELECT * FROM fz_diff;
+SET enable_seqscan = off;
+SELECT id, g, t FROM fz WHERE id BETWEEN 99 AND 101 ORDER BY id;
+RESET enable_seqscan;
 VACUUM fz;
 SELECT scoot.freeze('fz');
 SELECT temperature, blocks > 1 AS several FROM scoot.blocks WHERE relation = 'fz'::regclass AND blocks > 0;
@@ -79,8 +82,9 @@ BEGIN;
 INSERT INTO fz VALUES (40000, 1, 'new', 'new', 1, NULL);
 SELECT scoot.freeze('fz');
 ROLLBACK;
--- the aborted row is dead: VACUUM first
+-- the aborted row is dead: pruned, then the block freezes
 SELECT scoot.freeze('fz');
+SELECT * FROM fz_diff;
 VACUUM fz;
 SELECT scoot.freeze('fz');
 SELECT temperature FROM scoot.blocks WHERE relation = 'fz'::regclass AND blocks > 0;

@@ -32,9 +32,14 @@ fn freeze_table(rel: pg_sys::Oid) -> i64 {
         let (mut frozen, mut not_yet) = (0i64, 0i64);
         for (lb, _) in tabledir::blocks_of(t) {
             pg_sys::check_for_interrupts!();
-            match freeze::freeze_block(t, lb, horizon, true) {
+            let mut out = freeze::freeze_block(t, lb, horizon, true);
+            if out == Outcome::Prunable {
+                crate::am::index::prune_block_horizon(t, lb, horizon);
+                out = freeze::freeze_block(t, lb, horizon, true);
+            }
+            match out {
                 Outcome::Frozen => frozen += 1,
-                Outcome::NotYet => not_yet += 1,
+                Outcome::NotYet | Outcome::Prunable => not_yet += 1,
                 Outcome::AlreadyFrozen | Outcome::Busy => {}
             }
         }

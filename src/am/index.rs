@@ -654,6 +654,20 @@ pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
     }
 }
 
+/// Prunes the version chains rooted in block `b` of `t` with a fixed horizon (`oldest_xmin`:
+/// versions deleted by transactions before it are dead to everyone), as VACUUM's first pass
+/// does: the freezer's step before it freezes a block that still holds dead versions.
+pub fn prune_block_horizon(t: TableRef, b: u32, oldest_xmin: u32) {
+    let classify = |h: &RowHdr| match mvcc::htsv(h, oldest_xmin) {
+        Htsv::Dead => Prune::Dead,
+        Htsv::RecentlyDead => Prune::Recent,
+        _ => Prune::Keep,
+    };
+    for rs in roots_of(t, b) {
+        prune_chain(t, b, rs, &classify);
+    }
+}
+
 /// Roots (slots that start a chain) of block `b`.
 pub fn roots_of(t: TableRef, b: u32) -> Vec<u32> {
     let mut v = Vec::new();

@@ -449,7 +449,12 @@ impl Worker {
                         gen: owner as u32,
                     };
                     let lb = d.local.load(Ordering::Acquire);
-                    let out = crate::txn::freeze::freeze_block(tref, lb, h, false);
+                    let mut out = crate::txn::freeze::freeze_block(tref, lb, h, false);
+                    if out == crate::txn::freeze::Outcome::Prunable {
+                        // dead versions first (as VACUUM would), then the block can freeze
+                        crate::am::index::prune_block_horizon(tref, lb, h);
+                        out = crate::txn::freeze::freeze_block(tref, lb, h, false);
+                    }
                     if out != crate::txn::freeze::Outcome::Frozen {
                         // not now: hot again, retried after another scoot.freeze_after
                         let _ = d.temp.compare_exchange(

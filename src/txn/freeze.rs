@@ -17,9 +17,12 @@
 //!
 //! A block freezes only when each of its row versions is live and inserted by a transaction
 //! older than every snapshot that reads the live arena (`txn::horizon`), with at most a lock by
-//! a finished transaction: a block holding dead or recently deleted versions waits until VACUUM
-//! removed them (freezing never removes index entries; TIDs never change). Moving rows between
-//! sparse blocks (compaction) is not done.
+//! a finished transaction. A block holding versions that are dead to every such snapshot is
+//! reported [`Outcome::Prunable`]: the freezer (and `scoot.freeze`) prunes its version chains
+//! with the same horizon (`am::index::prune_block_horizon`, as VACUUM's first pass does) and
+//! freezes it then; chain roots left dead keep their index entries until VACUUM (freezing never
+//! removes index entries; TIDs never change). Moving rows between sparse blocks (compaction) is
+//! not done.
 use crate::storage::arena::{self, TEMP_FROZEN};
 use crate::storage::block::infomask::*;
 use crate::storage::block::ST_NORMAL;
@@ -33,8 +36,10 @@ use std::sync::atomic::Ordering;
 pub enum Outcome {
     Frozen,
     AlreadyFrozen,
-    /// a row version is not yet visible to all (recent insert, running lock, dead version)
+    /// a row version is not yet visible to all (recent insert or delete, running lock)
     NotYet,
+    /// nothing but versions dead to every snapshot stands in the way: prune, then freeze
+    Prunable,
     /// the block is locked by a writer (only when not waiting) or no longer the table's
     Busy,
 }
@@ -70,13 +75,23 @@ pub fn freeze_block(t: TableRef, lb: u32, horizon: u32, wait: bool) -> Outcome {
     let hwm = l.hwm();
     // pass 1: decide (hint bits may be set, nothing else changes)
     let mut clear = Vec::new();
+    let mut prunable = false;
     for s in 0..hwm {
         let h = l.row(s);
         if h.state() != ST_NORMAL {
             continue; // free, redirect or dead-with-index-entries: not a row version
         }
-        if mvcc::htsv_horizon(h).0 != Htsv::Live {
-            return Outcome::NotYet;
+        match mvcc::htsv_horizon(h) {
+            (Htsv::Live, _) => {}
+            (Htsv::Dead, _) => {
+                prunable = true;
+                continue;
+            }
+            (Htsv::RecentlyDead, x) if mvcc::precedes(x, horizon) => {
+                prunable = true;
+                continue;
+            }
+            _ => return Outcome::NotYet,
         }
         let m = h.infomask();
         if m & HEAP_XMIN_FROZEN != HEAP_XMIN_FROZEN && !mvcc::precedes(h.xmin, horizon) {
@@ -94,6 +109,9 @@ pub fn freeze_block(t: TableRef, lb: u32, horizon: u32, wait: bool) -> Outcome {
             }
             clear.push(s);
         }
+    }
+    if prunable {
+        return Outcome::Prunable;
     }
     // pass 2: freeze
     for s in 0..hwm {
