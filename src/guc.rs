@@ -148,7 +148,7 @@ pub fn define() {
     GucRegistry::define_int_guc(
         c"scoot.checkpoint_interval",
         c"Write a checkpoint image of the scoot tables from an OLAP snapshot this often (0: only at clean shutdown).",
-        c"Crash recovery replays the scoot WAL written since the last image, and the replication slot pg_scoot_wal keeps exactly that WAL.",
+        c"Crash recovery replays the scoot WAL written since the last image, and the replication slot pg_scoot_wal keeps exactly that WAL. A standby writes its own images this often while it replays scoot records.",
         &CHECKPOINT_INTERVAL_S,
         0,
         86_400,
