@@ -191,6 +191,7 @@ fn checkpoints_info() -> TableIterator<
         name!(previous_bytes, Option<i64>),
         name!(keep_lsn, Option<String>),
         name!(replayed_at_start, bool),
+        name!(standby_replay, bool),
     ),
 > {
     crate::ensure_preloaded();
@@ -235,6 +236,7 @@ fn checkpoints_info() -> TableIterator<
             lsn(if k != 0 { k.min(b) } else { b })
         }),
         c.replayed_at_start.load(Ordering::Relaxed) != 0,
+        c.from_backup.load(Ordering::Relaxed) != 0,
     ))
 }
 
@@ -268,12 +270,13 @@ CREATE VIEW checkpoints AS
            timestamptz '2000-01-01 00:00:00+00' + written_at_us * interval '1 microsecond' AS written_at,
            loaded_at_start, loaded_lsn::pg_lsn AS loaded_lsn, tables_loaded, blocks_loaded, load_ms,
            base_lsn::pg_lsn AS recovery_base_lsn,
-           pg_wal_lsn_diff(pg_current_wal_insert_lsn(), keep_lsn::pg_lsn)::bigint AS wal_retained_bytes,
+           pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END,
+                           keep_lsn::pg_lsn)::bigint AS wal_retained_bytes,
            crash_recovered, redo_records, redo_ms, images_written,
            loaded_image, previous_checkpoint_lsn::pg_lsn AS previous_checkpoint_lsn, previous_bytes,
-           keep_lsn::pg_lsn AS wal_kept_from, replayed_at_start
+           keep_lsn::pg_lsn AS wal_kept_from, replayed_at_start, standby_replay
     FROM checkpoints_info();
-COMMENT ON VIEW checkpoints IS 'scoot durability: the newest checkpoint image on disk (size, checkpoint LSN, time) and the previous one kept as a fallback, what this start loaded, the recovery base (image LSN), the WAL kept since the older image, and the recovery of this start (scoot WAL records replayed, time)';
+COMMENT ON VIEW checkpoints IS 'scoot durability: the newest checkpoint image on disk (size, checkpoint LSN, time) and the previous one kept as a fallback, what this start loaded, the recovery base (image LSN), the WAL kept since the older image, and the recovery of this start (scoot WAL records replayed, time), and whether this server replays the scoot WAL as a standby or from a base backup';
 "#,
     name = "checkpoint_views",
     requires = [checkpoints_info]

@@ -119,6 +119,8 @@ catch_up "$SPORT"
 same_as_primary "after pgbench"
 [ "$(qs -c "$INV")" = t ] || fail "balance sums differ on the standby"
 echo "    ok: $reads consistent standby reads during pgbench ($tps), tables equal after catching up"
+r=$(qs -c "SELECT standby_replay, wal_retained_bytes >= 0, loaded_at_start FROM scoot.checkpoints" 2>&1) &&
+  [ "$r" = "t|t|t" ] || fail "scoot.checkpoints on the standby: $r"
 # scoot.olap and the Arrow export read the live arena on a standby (no OLAP worker in recovery)
 r=$(qs -c "SET scoot.olap = on" -c "$INV" 2>&1) && [ "$r" = t ] || fail "scoot.olap = on on the standby: $r"
 r=$(qs -c "SELECT count(*) > 0 FROM scoot.arrow_stream('sb_big'::regclass)" 2>&1) && [ "$r" = t ] ||
