@@ -28,7 +28,7 @@ q() { "$BIN/psql" -X -v ON_ERROR_STOP=1 -qAt -d "$DB" "$@"; }
 qs() { "$BIN/psql" -X -v ON_ERROR_STOP=1 -qAt -p "$SPORT" -d "$DB" "$@"; }
 sbctl() { runuser -u postgres -- "$BIN/pg_ctl" -D "$SB" -l "$WORK/standby.log" -o "-p $SPORT" -w -t 120 "$@" >"$WORK/pg_ctl.out" 2>&1; }
 cleanup() {
-  for d in "$SB" "$BK"; do
+  for d in "$SB" "$BK" "$WORK/backup2"; do
     [ -f "$d/postmaster.pid" ] && runuser -u postgres -- "$BIN/pg_ctl" -D "$d" -m immediate stop >/dev/null 2>&1
   done
   "$BIN/psql" -X -qAt -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1
@@ -259,6 +259,30 @@ else
   echo "    ok: the copied image was newer than the backup's start: nothing missing"
 fi
 runuser -u postgres -- "$BIN/pg_ctl" -D "$BK" -m fast stop >/dev/null 2>&1
+
+echo "=== a standby that cannot reach the primary at its start, then can (the HINT's retry)"
+BK2=$WORK/backup2
+mkdir -p "$BK2" && chown postgres: "$BK2" && chmod 700 "$BK2"
+runuser -u postgres -- "$BIN/pg_basebackup" -D "$BK2" -R -X stream -c fast -h "${PGHOST:-/tmp}" -p "${PGPORT:-5432}" -U postgres \
+  >"$WORK/basebackup3.out" 2>&1 || fail "pg_basebackup failed: $(cat "$WORK/basebackup3.out")"
+good=$(grep "^primary_conninfo" "$BK2/postgresql.auto.conf")
+sed -i "s|^primary_conninfo.*|primary_conninfo = 'host=${PGHOST:-/tmp} port=1 user=postgres'|" "$BK2/postgresql.auto.conf"
+b2ctl() { runuser -u postgres -- "$BIN/pg_ctl" -D "$BK2" -l "$WORK/backup2.log" -o "-p $BPORT" -w -t 120 "$@" >"$WORK/pg_ctl.out" 2>&1; }
+b2ctl start || fail "the standby with a wrong primary_conninfo did not start: $(cat "$WORK/pg_ctl.out")"
+grep -q "attempt 5 of 5" "$WORK/backup2.log" || fail "no retries of the fetch: $(grep scoot "$WORK/backup2.log" | tail -3)"
+grep -q "HINT:  To try again" "$WORK/backup2.log" || fail "no HINT how to retry: $(grep -A1 "cannot replay" "$WORK/backup2.log")"
+if "$BIN/psql" -X -qAt -p "$BPORT" -d "$DB" -c "SELECT count(*) FROM sb_new" >"$WORK/o" 2>"$WORK/e"; then
+  fail "a scoot table read as $(cat "$WORK/o") without its WAL"
+fi
+grep -q "has no rows on this server" "$WORK/e" || fail "unexpected error: $(cat "$WORK/e")"
+b2ctl stop -m fast || fail "stop failed"
+sed -i "s|^primary_conninfo.*|$good|" "$BK2/postgresql.auto.conf"
+rm -f "$BK2/pg_scoot/rows_not_replayed"
+b2ctl start || fail "restart after fixing primary_conninfo failed: $(cat "$WORK/pg_ctl.out")"
+catch_up "$BPORT"
+[ "$("$BIN/psql" -X -qAt -p "$BPORT" -d "$DB" -c "$SUMS")" = "$(q -c "$SUMS")" ] || fail "the retried standby differs from the primary"
+b2ctl stop -m fast
+echo "    ok: 5 attempts, a clear error with a HINT, then the retry replays every row"
 
 echo "--- the primary is unaffected"
 [ "$(q -c "SELECT count(*) FROM sb_new")" = 4000 ] || fail "primary sb_new: $(q -c "SELECT count(*) FROM sb_new")"

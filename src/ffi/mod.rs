@@ -134,6 +134,15 @@ pub fn error_hint(
     unreachable!()
 }
 
+/// WARNING with a HINT line.
+#[track_caller]
+pub fn warning_hint(msg: impl Into<String>, hint: impl Into<String>) {
+    let msg: String = msg.into();
+    pgrx::pg_sys::panic::ErrorReport::new(pgrx::PgSqlErrorCode::ERRCODE_WARNING, msg, "pg_scoot")
+        .set_hint(hint)
+        .report(pgrx::PgLogLevel::WARNING);
+}
+
 /// `pgstat_should_count_relation` (a macro in C).
 #[inline]
 unsafe fn pgstat_counting(rel: pg_sys::Relation) -> bool {

@@ -238,7 +238,10 @@ unsafe extern "C-unwind" fn rm_startup() {
                 }
                 Err(e) => {
                     // the standby still serves everything else; the scoot tables refuse reads
-                    pgrx::warning!("scoot: cannot replay the scoot WAL on this server: {e}; scoot tables from before have no rows here and report an error until TRUNCATE");
+                    crate::ffi::warning_hint(
+                        format!("scoot: cannot replay the scoot WAL on this server: {e}; scoot tables from before have no rows here and report an error until TRUNCATE"),
+                        format!("To try again (once the WAL can be had), remove {} and restart this server: the checkpoint image is kept until then.", checkpoint_image::NOT_REPLAYED),
+                    );
                     arena::reinit();
                     checkpoint_image::mark_not_replayed(&e);
                     c.crash_recovered.store(1, Ordering::Release);
@@ -311,6 +314,45 @@ unsafe fn restore_gap(from: u64, to: u64, tli: u32) -> Result<(), String> {
     }
 }
 
+/// One attempt of [`fetch_gap`]'s streaming: PostgreSQL's WAL receiver from `from` until it has
+/// flushed `to` (then stopped again).
+unsafe fn stream_from_primary(from: u64, to: u64, tli: u32) -> Result<(), String> {
+    unsafe {
+        // as the startup process does before streaming (the WAL receiver installs new segments)
+        pg_sys::SetInstallXLogFileSegmentActive();
+        pg_sys::RequestXLogStreaming(
+            tli,
+            from,
+            pg_sys::PrimaryConnInfo,
+            pg_sys::PrimarySlotName,
+            false,
+        );
+        let t0 = std::time::Instant::now();
+        let mut progress_at = std::time::Instant::now();
+        let mut last = 0u64;
+        let result = loop {
+            HandleStartupProcInterrupts();
+            let flushed = pg_sys::GetWalRcvFlushRecPtr(std::ptr::null_mut(), std::ptr::null_mut());
+            if flushed >= to {
+                break Ok(());
+            }
+            if flushed != last {
+                last = flushed;
+                progress_at = std::time::Instant::now();
+            }
+            if !pg_sys::WalRcvRunning() && t0.elapsed() > std::time::Duration::from_secs(1) {
+                break Err("the WAL receiver stopped (see the server log: was the WAL removed on the primary?)".to_string());
+            }
+            if progress_at.elapsed() > std::time::Duration::from_secs(60) {
+                break Err("no WAL arrived from the primary for 60 s".to_string());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        pg_sys::XLogShutdownWalRcv();
+        result
+    }
+}
+
 /// Startup process, before PostgreSQL's redo: the base image is older than the redo start and
 /// pg_wal lacks the WAL between them (a base backup holds the WAL from its start only). Takes
 /// it from the WAL archive (`restore_command`: archive recovery, standbys) or else streams it
@@ -366,37 +408,21 @@ unsafe fn fetch_gap(from: u64, to: u64, tli: u32) -> Result<(u64, &'static str),
             to >> 32,
             to as u32
         );
-        // as the startup process does before streaming (the WAL receiver installs new segments)
-        pg_sys::SetInstallXLogFileSegmentActive();
-        pg_sys::RequestXLogStreaming(
-            tli,
-            from,
-            pg_sys::PrimaryConnInfo,
-            pg_sys::PrimarySlotName,
-            false,
-        );
-        let t0 = std::time::Instant::now();
-        let mut progress_at = std::time::Instant::now();
-        let mut last = 0u64;
-        let result = loop {
-            HandleStartupProcInterrupts();
-            let flushed = pg_sys::GetWalRcvFlushRecPtr(std::ptr::null_mut(), std::ptr::null_mut());
-            if flushed >= to {
-                break Ok(());
+        // a few attempts: the primary may be restarting, the network may blip
+        let mut result = Err(String::new());
+        for attempt in 1..=5 {
+            if attempt > 1 {
+                pgrx::log!("scoot: fetching the WAL from the primary failed ({}), attempt {attempt} of 5 in 2 s", result.as_ref().err().map(String::as_str).unwrap_or(""));
+                for _ in 0..100 {
+                    HandleStartupProcInterrupts();
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
             }
-            if flushed != last {
-                last = flushed;
-                progress_at = std::time::Instant::now();
+            result = stream_from_primary(from, to, tli);
+            if result.is_ok() {
+                break;
             }
-            if !pg_sys::WalRcvRunning() && t0.elapsed() > std::time::Duration::from_secs(1) {
-                break Err("the WAL receiver stopped (see the server log: was the WAL removed on the primary?)".to_string());
-            }
-            if progress_at.elapsed() > std::time::Duration::from_secs(60) {
-                break Err("no WAL arrived from the primary for 60 s".to_string());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
-        pg_sys::XLogShutdownWalRcv();
+        }
         result.map_err(|e| {
             format!(
                 "could not fetch the WAL from {:X}/{:X} to {:X}/{:X} from the primary: {e}",
