@@ -690,13 +690,7 @@ pub fn load_at_startup() {
         match load_file(path, &ctl, clean) {
             Ok(l) => {
                 let c = arena::ctl();
-                c.image_lsn.store(l.lsn, Ordering::Relaxed);
-                c.image_tables.store(l.tables as u64, Ordering::Relaxed);
-                c.image_blocks.store(l.blocks, Ordering::Relaxed);
-                c.image_load_us
-                    .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
-                c.loaded_file
-                    .store(if *path == FILE { 1 } else { 2 }, Ordering::Relaxed);
+                note_loaded(path, &l, t0);
                 if i > 0 {
                     warn(&format!(
                         "scoot: using the older checkpoint image {path} of {:X}/{:X} ({}); the scoot WAL since it is replayed",
@@ -833,13 +827,7 @@ fn load_for_standby(ctl: &Control) {
         match load_file(path, ctl, false) {
             Ok(l) => {
                 let c = arena::ctl();
-                c.image_lsn.store(l.lsn, Ordering::Relaxed);
-                c.image_tables.store(l.tables as u64, Ordering::Relaxed);
-                c.image_blocks.store(l.blocks, Ordering::Relaxed);
-                c.image_load_us
-                    .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
-                c.loaded_file
-                    .store(if path == FILE { 1 } else { 2 }, Ordering::Relaxed);
+                note_loaded(path, &l, t0);
                 c.crash_recovered.store(1, Ordering::Relaxed);
                 c.from_backup.store(1, Ordering::Relaxed);
                 set_base(ctl.system_identifier, l.lsn);
@@ -893,11 +881,9 @@ fn load_for_standby(ctl: &Control) {
 
 /// Does pg_wal hold every WAL segment of [from, to) on timeline `tli`?
 fn wal_is_local(from: u64, to: u64, tli: u32) -> bool {
-    let seg = unsafe { pg_sys::wal_segment_size } as u64;
-    seg != 0
-        && crate::wal::segment_names(from, to, tli)
-            .iter()
-            .all(|n| std::fs::metadata(format!("pg_wal/{n}")).is_ok_and(|m| m.len() == seg))
+    crate::wal::segment_names(from, to, tli)
+        .iter()
+        .all(|n| crate::wal::segment_is_local(n))
 }
 
 /// The image stamped `lsn` is the recovery base now; the WAL is kept from the oldest image on
@@ -1207,6 +1193,18 @@ fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded
         tables,
         blocks,
     })
+}
+
+/// Records in the arena's control region which image this start loaded (`scoot.checkpoints`).
+fn note_loaded(path: &str, l: &Loaded, t0: std::time::Instant) {
+    let c = arena::ctl();
+    c.image_lsn.store(l.lsn, Ordering::Relaxed);
+    c.image_tables.store(l.tables as u64, Ordering::Relaxed);
+    c.image_blocks.store(l.blocks, Ordering::Relaxed);
+    c.image_load_us
+        .store(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    c.loaded_file
+        .store(if path == FILE { 1 } else { 2 }, Ordering::Relaxed);
 }
 
 /// Starts a new recovery base: an image of the (empty) arena stamped with the checkpoint the

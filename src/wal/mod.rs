@@ -280,16 +280,34 @@ pub fn segment_names(from: u64, to: u64, tli: u32) -> Vec<String> {
         .collect()
 }
 
+/// Is WAL segment `name` in pg_wal, whole?
+pub fn segment_is_local(name: &str) -> bool {
+    let seg = unsafe { pg_sys::wal_segment_size } as u64;
+    seg != 0 && std::fs::metadata(format!("pg_wal/{name}")).is_ok_and(|m| m.len() == seg)
+}
+
+/// [`replay_range`] for [`fetch_gap`]: the error as text, with the LSN it happened at.
+unsafe fn replay_gap(
+    from: u64,
+    to: u64,
+    tli: u32,
+    source: &'static str,
+) -> Result<(u64, &'static str), String> {
+    unsafe { replay_range(from, to, tli) }
+        .map(|n| (n, source))
+        .map_err(|(lsn, e)| format!("at {:X}/{:X}: {e}", lsn >> 32, lsn as u32))
+}
+
 /// Archive recovery (`restore_command`): restores the segments of [from, to) that pg_wal lacks
 /// into pg_wal, as PostgreSQL restores the ones after the redo start.
 unsafe fn restore_gap(from: u64, to: u64, tli: u32) -> Result<(), String> {
     unsafe {
         let seg = pg_sys::wal_segment_size as u64;
         for name in segment_names(from, to, tli) {
-            let local = format!("pg_wal/{name}");
-            if std::fs::metadata(&local).is_ok_and(|m| m.len() == seg) {
+            if segment_is_local(&name) {
                 continue;
             }
+            let local = format!("pg_wal/{name}");
             let mut path = [0 as std::ffi::c_char; pg_sys::MAXPGPATH as usize];
             let cname = std::ffi::CString::new(name.clone()).unwrap();
             if !RestoreArchivedFile(
@@ -380,9 +398,7 @@ unsafe fn fetch_gap(from: u64, to: u64, tli: u32) -> Result<(u64, &'static str),
                         to >> 32,
                         to as u32
                     );
-                    return replay_range(from, to, tli)
-                        .map(|n| (n, "restored from the archive"))
-                        .map_err(|(lsn, e)| format!("at {:X}/{:X}: {e}", lsn >> 32, lsn as u32));
+                    return replay_gap(from, to, tli, "restored from the archive");
                 }
                 Err(e) => archive_err = Some(e),
             }
@@ -432,9 +448,7 @@ unsafe fn fetch_gap(from: u64, to: u64, tli: u32) -> Result<(u64, &'static str),
                 to as u32
             )
         })?;
-        replay_range(from, to, tli)
-            .map(|n| (n, "fetched from the primary"))
-            .map_err(|(lsn, e)| format!("at {:X}/{:X}: {e}", lsn >> 32, lsn as u32))
+        replay_gap(from, to, tli, "fetched from the primary")
     }
 }
 
