@@ -35,10 +35,17 @@
 //!   complete varlena as TOAST left it (inline-compressed, or an 18-byte external TOAST pointer).
 //! - `ABSENT`: a dropped column; no storage, always NULL.
 //!
-//! Zone maps: for integer-like fixed columns (byval, 2/4/8 bytes, read as signed) and scaled
-//! decimals, `Zone[i]` holds the least and greatest value ever written to the column in this
-//! block (i128; a decimal NaN counts as +infinity; `min > max` while no non-NULL value was
-//! written). Writers only widen it, so it bounds every row version any snapshot can see in the
+//! Zone maps: for integer-like fixed columns (byval, 2/4/8 bytes, read as signed), scaled
+//! decimals, float4/float8 and text/varchar/char columns, `Zone[i]` holds the least and greatest
+//! key of the values ever written to the column in this block (i128; `min > max` while no
+//! non-NULL value was written). A key orders like the values it stands for, in PostgreSQL's
+//! order: integers are themselves, a decimal NaN is +infinity, a float's key is its
+//! [`float_key`] (NaN above every number, -0 = 0), a character value's key its first 16 bytes
+//! ([`bytes_key`]; trailing spaces trimmed for `char(n)`, as its equality ignores them), so equal
+//! values have equal keys and a key range bounds the values. A compressed or toasted character
+//! value has no key: it widens the zone to everything. Float and character columns say so in
+//! `ColDesc::scale` ([`ZORDER_FLOAT`], [`ZORDER_BYTES`], [`ZORDER_BPCHAR`]; 0 in blocks written
+//! before these zones existed, which are then not zoned for them). Writers only widen it, so it bounds every row version any snapshot can see in the
 //! block; VACUUM recomputes it from the versions that remain. OLAP snapshot images read it as of
 //! their epoch like every other byte of the block. Block filters skip a block whose zone cannot
 //! satisfy them (`storage::filter`).
@@ -116,11 +123,52 @@ impl Zone {
     }
 }
 
+/// `ColDesc::scale` of a float4/float8 FIXED column: zone keys are [`float_key`]s.
+pub const ZORDER_FLOAT: u8 = 1;
+/// `ColDesc::scale` of a text/varchar VAR or CHARN column: zone keys are [`bytes_key`]s.
+pub const ZORDER_BYTES: u8 = 2;
+/// The same for char(n) (bpchar): keys of the value without its trailing spaces.
+pub const ZORDER_BPCHAR: u8 = 3;
+
 /// Does column `c` keep a zone map?
 #[inline]
 pub fn zoned(c: &ColDesc) -> bool {
     (c.kind == KIND_FIXED && c.byval != 0 && matches!(c.attlen, 2 | 4 | 8))
         || matches!(c.kind, KIND_DEC64 | KIND_DEC128)
+        || (matches!(c.kind, KIND_VAR | KIND_CHARN)
+            && matches!(c.scale, ZORDER_BYTES | ZORDER_BPCHAR))
+}
+
+/// The zone key of a float in PostgreSQL's order (`float8_cmp_internal`): monotone, -0 and 0
+/// share a key, every NaN has the one key above all numbers. A float4 is keyed as its (exact)
+/// float8 value, so both compare with float8 constants.
+#[inline]
+pub fn float_key(x: f64) -> i128 {
+    if x.is_nan() {
+        return 1i128 << 64;
+    }
+    let u = (if x == 0.0 { 0.0f64 } else { x }).to_bits();
+    (if u >> 63 == 1 { !u } else { u | 1 << 63 }) as i128
+}
+
+/// The zone key of a character value: its first 16 bytes, big-endian, NUL-padded (text holds no
+/// NUL), shifted to signed. Weakly monotone in byte order: `a <= b` implies
+/// `bytes_key(a) <= bytes_key(b)`; equal up to 16 bytes only for equal strings of <= 16 bytes.
+#[inline]
+pub fn bytes_key(v: &[u8]) -> i128 {
+    let mut b = [0u8; 16];
+    let n = v.len().min(16);
+    b[..n].copy_from_slice(&v[..n]);
+    (u128::from_be_bytes(b) ^ (1u128 << 127)) as i128
+}
+
+/// `v` without its trailing spaces (bpchar's comparisons ignore them).
+#[inline]
+pub fn trim_spaces(mut v: &[u8]) -> &[u8] {
+    while let [rest @ .., b' '] = v {
+        v = rest;
+    }
+    v
 }
 
 const ZONE_OFF: usize = std::mem::size_of::<BlockHeader>();
@@ -134,7 +182,8 @@ pub struct ColDesc {
     pub align: u8,
     pub width: u16,
     pub byval: u8,
-    /// decimal scale for DEC64/DEC128
+    /// decimal scale for DEC64/DEC128; for FIXED, VAR and CHARN columns the zone-map order
+    /// (`ZORDER_*`, 0 = none or integer)
     pub scale: u8,
     pub bitmap_off: u32,
     pub values_off: u32,
@@ -331,6 +380,8 @@ pub struct AttrSpec {
     pub enc: Enc,
     /// Expected payload size for variable-length columns (used to size the var area).
     pub est_var: u32,
+    /// zone-map order of a FIXED, VAR or CHARN column (`ZORDER_*`, 0 = none or integer)
+    pub zorder: u8,
 }
 
 fn align_up(x: usize, a: usize) -> usize {
@@ -417,7 +468,10 @@ impl Layout {
         let mut cols = Vec::with_capacity(natts);
         let mut sig: u64 = 0xcbf2_9ce4_8422_2325 ^ natts as u64;
         for a in attrs {
-            let (kind, width, scale) = kind_width(a.enc, a.attlen);
+            let (kind, width, mut scale) = kind_width(a.enc, a.attlen);
+            if matches!(kind, KIND_FIXED | KIND_VAR | KIND_CHARN) {
+                scale = a.zorder;
+            }
             let mut c = ColDesc {
                 attlen: a.attlen,
                 kind,
@@ -489,16 +543,45 @@ impl BlockRef {
     pub fn zone(&self, i: usize) -> Zone {
         unsafe { self.zone_ptr(i).read() }
     }
-    /// The zone-map key of row `slot`'s value in zoned column `c` (None: NULL); a decimal NaN
-    /// is +infinity.
+    /// The zone-map keys row `slot`'s value in zoned column `c` spans (None: NULL): one key,
+    /// or every key for a compressed or toasted character value (see the module header).
     #[inline]
-    pub fn zone_key(&self, c: &ColDesc, slot: u32) -> Option<i128> {
+    pub fn zone_span(&self, c: &ColDesc, slot: u32) -> Option<(i128, i128)> {
         if !self.is_valid(c, slot) {
             return None;
         }
         let p = self.value_ptr(c, slot);
-        unsafe {
-            Some(match (c.kind, c.attlen) {
+        let chars = |v: &[u8]| {
+            let k = bytes_key(if c.scale == ZORDER_BPCHAR {
+                trim_spaces(v)
+            } else {
+                v
+            });
+            (k, k)
+        };
+        match c.kind {
+            KIND_VAR => {
+                return Some(if self.var_entry(c, slot).1 & VAR_RAW != 0 {
+                    (i128::MIN, i128::MAX)
+                } else {
+                    chars(self.var_payload(c, slot))
+                })
+            }
+            KIND_CHARN => {
+                let cell = unsafe { std::slice::from_raw_parts(p, c.width as usize) };
+                let n = cell.iter().position(|&b| b == 0).unwrap_or(cell.len());
+                return Some(chars(&cell[..n]));
+            }
+            _ => {}
+        }
+        let k = unsafe {
+            match (c.kind, c.attlen) {
+                (KIND_FIXED, 4) if c.scale == ZORDER_FLOAT => {
+                    float_key((p as *const f32).read_unaligned() as f64)
+                }
+                (KIND_FIXED, 8) if c.scale == ZORDER_FLOAT => {
+                    float_key((p as *const f64).read_unaligned())
+                }
                 (KIND_DEC64, _) => match (p as *const i64).read_unaligned() {
                     i64::MIN => i128::MAX,
                     x => x as i128,
@@ -510,8 +593,9 @@ impl BlockRef {
                 (_, 2) => (p as *const i16).read_unaligned() as i128,
                 (_, 4) => (p as *const i32).read_unaligned() as i128,
                 _ => (p as *const i64).read_unaligned() as i128,
-            })
-        }
+            }
+        };
+        Some((k, k))
     }
     /// The zone of column `i` recomputed over the slots `live` says hold row versions.
     pub fn compute_zone(&self, i: usize, hwm: u32, live: impl Fn(u32) -> bool) -> Zone {
@@ -519,9 +603,9 @@ impl BlockRef {
         let mut z = Zone::EMPTY;
         for s in 0..hwm {
             if live(s) {
-                if let Some(k) = self.zone_key(&c, s) {
-                    z.min = z.min.min(k);
-                    z.max = z.max.max(k);
+                if let Some((lo, hi)) = self.zone_span(&c, s) {
+                    z.min = z.min.min(lo);
+                    z.max = z.max.max(hi);
                 }
             }
         }
@@ -779,6 +863,7 @@ mod tests {
                 _ => Enc::Fixed,
             },
             est_var: est,
+            zorder: 0,
         }
     }
 

@@ -13,8 +13,8 @@
 //! filter does not read (a numeric that did not fit a scaled integer, a column added after the
 //! block was written), or whose scale cannot represent the constant exactly, is not filtered.
 use crate::storage::block::{
-    zoned, BlockRef, ColDesc, Zone, KIND_ABSENT, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
-    KIND_VAR, VAR_RAW,
+    bytes_key, float_key, zoned, BlockRef, ColDesc, Zone, KIND_ABSENT, KIND_CHARN, KIND_DEC128,
+    KIND_DEC64, KIND_FIXED, KIND_VAR, VAR_RAW, ZORDER_BPCHAR, ZORDER_BYTES, ZORDER_FLOAT,
 };
 use crate::storage::encoding::{NAN128, NAN64};
 
@@ -277,10 +277,44 @@ impl BlockFilter {
 
     /// Can no value in `z` (a zoned column's zone map) pass? NULLs fail every comparison, so an
     /// empty zone (only NULLs written) passes nothing but IS NULL.
+    /// `p` must be prepared for a column whose zone keys are in the filter's order (see
+    /// [`excluded`]).
     pub fn zone_excludes(&self, p: &Prepared, z: Zone) -> bool {
         let (lo, hi) = (z.min, z.max);
+        let range = |v: i128| {
+            if z.is_empty() {
+                return true;
+            }
+            match self.strategy {
+                1 => lo >= v,
+                2 => lo > v,
+                3 => v < lo || v > hi,
+                4 => hi < v,
+                _ => hi <= v,
+            }
+        };
         match p {
             Prepared::Null => self.strategy == 7 && z.is_empty(),
+            // keys order floats as PostgreSQL does (and NaN has one key): exact as for integers
+            Prepared::Float { v, .. } => range(float_key(*v)),
+            Prepared::Chars { vs, .. } | Prepared::VarChars { vs, .. } => {
+                if z.is_empty() {
+                    return true;
+                }
+                if self.strategy == 9 {
+                    // every value starting with the prefix has a key between the prefix's and
+                    // the prefix's padded with 0xff bytes (or exactly the prefix's, from 16 bytes)
+                    let p = &vs[0];
+                    let mut top = p.clone();
+                    top.resize(16.max(p.len()), 0xff);
+                    return hi < bytes_key(p) || lo > bytes_key(&top);
+                }
+                // equal values have equal keys: excluded when no constant's key is in the zone
+                vs.iter().all(|v| {
+                    let k = bytes_key(v);
+                    k < lo || k > hi
+                })
+            }
             Prepared::Int { v, .. } | Prepared::Dec { v, .. } => {
                 if z.is_empty() {
                     return true;
@@ -299,7 +333,6 @@ impl BlockFilter {
                 let i = vs.partition_point(|&x| x < lo);
                 vs.get(i).is_none_or(|&x| x > hi)
             }
-            Prepared::Chars { .. } | Prepared::VarChars { .. } | Prepared::Float { .. } => false,
         }
     }
 
@@ -498,8 +531,24 @@ pub fn excluded(filters: &[BlockFilter], b: BlockRef) -> bool {
         }
         let c = b.col(f.col);
         zoned(c)
-            && f.prepare(c)
-                .is_some_and(|p| f.zone_excludes(&p, b.zone(f.col)))
+            && f.prepare(c).is_some_and(|p| {
+                // the column's zone keys must be in the filter's order: a float filter needs
+                // float keys, a character filter byte keys (char(n)'s trimmed keys say nothing
+                // of LIKE, which sees the padding)
+                let ordered = match &p {
+                    Prepared::Float { .. } => c.scale == ZORDER_FLOAT,
+                    Prepared::Chars { bpchar, .. } | Prepared::VarChars { bpchar, .. } => {
+                        if *bpchar {
+                            c.scale == ZORDER_BPCHAR && f.strategy != 9
+                        } else {
+                            c.scale == ZORDER_BYTES
+                        }
+                    }
+                    Prepared::Int { .. } | Prepared::IntSet { .. } => c.scale != ZORDER_FLOAT,
+                    _ => true,
+                };
+                ordered && f.zone_excludes(&p, b.zone(f.col))
+            })
     })
 }
 
@@ -520,6 +569,131 @@ mod tests {
         assert_eq!(float_cmp(f64::INFINITY, f64::NAN), Less);
         assert_eq!(float_cmp(f64::NEG_INFINITY, -1e308), Less);
         assert_eq!(float_cmp(2.5, 1.0), Greater);
+    }
+
+    /// Float zones: a zone [lo, hi] of float keys is excluded exactly when no float whose key is
+    /// in it passes the comparison in PostgreSQL's order (-0 = 0, NaN above everything).
+    #[test]
+    fn float_zone_exclusion_is_exact() {
+        let vals = [
+            f64::NEG_INFINITY, -1e300, -2.5, -1.0, -0.0, 0.0, 1e-300, 1.0, 2.5, 1e300,
+            f64::INFINITY, f64::NAN, -f64::NAN,
+        ];
+        // keys are monotone and equal exactly for equal floats
+        for &x in &vals {
+            for &y in &vals {
+                assert_eq!(
+                    float_key(x).cmp(&float_key(y)),
+                    float_cmp(x, y),
+                    "{x} vs {y}"
+                );
+            }
+        }
+        assert_eq!(float_key(1.5f32 as f64), float_key(1.5));
+        for i in 0..vals.len() {
+            for j in i..vals.len() {
+                let inside = &vals[i..=j];
+                let z = Zone {
+                    min: inside.iter().map(|&x| float_key(x)).min().unwrap(),
+                    max: inside.iter().map(|&x| float_key(x)).max().unwrap(),
+                };
+                for st in 1..=5u8 {
+                    for &v in &vals {
+                        let f = BlockFilter {
+                            col: 0,
+                            strategy: st,
+                            value: Value::Float(v),
+                        };
+                        let p = Prepared::Float { attlen: 8, v };
+                        // every float whose key lies in the zone, among the test values
+                        let any = vals
+                            .iter()
+                            .filter(|&&x| (z.min..=z.max).contains(&float_key(x)))
+                            .any(|&x| {
+                                let o = float_cmp(x, v);
+                                match st {
+                                    1 => o.is_lt(),
+                                    2 => o.is_le(),
+                                    3 => o.is_eq(),
+                                    4 => o.is_ge(),
+                                    _ => o.is_gt(),
+                                }
+                            });
+                        // sound (never excludes a passing value) and exact on these values
+                        assert_eq!(f.zone_excludes(&p, z), !any, "{inside:?} {st} {v}");
+                        assert!(f.zone_excludes(&p, Zone::EMPTY));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Character zones: a block is never excluded when one of its values passes (=, IN, LIKE
+    /// prefix), over short, long, shared-prefix and high-byte strings; and a full zone (a
+    /// compressed value) excludes nothing.
+    #[test]
+    fn char_zone_exclusion_is_sound() {
+        let words: Vec<Vec<u8>> = [
+            "", "a", "ab", "abc", "abd", "b", "zz", "abcdefghijklmnop", "abcdefghijklmnopq",
+            "abcdefghijklmnopr", "abcdefghijklmno\u{ff}", "\u{e9}t\u{e9}", "\u{7f}", "A", "a b",
+        ]
+        .iter()
+        .map(|w| w.as_bytes().to_vec())
+        .collect();
+        let mut tried = 0;
+        let mut excluded_some = 0;
+        for i in 0..words.len() {
+            for j in 0..words.len() {
+                let block = [&words[i], &words[j]];
+                let z = Zone {
+                    min: block.iter().map(|w| bytes_key(w)).min().unwrap(),
+                    max: block.iter().map(|w| bytes_key(w)).max().unwrap(),
+                };
+                for v in &words {
+                    for st in [3u8, 9] {
+                        if st == 9 && v.is_empty() {
+                            continue;
+                        }
+                        let f = BlockFilter {
+                            col: 0,
+                            strategy: st,
+                            value: Value::Bytes {
+                                bytes: v.clone(),
+                                bpchar: false,
+                            },
+                        };
+                        let p = Prepared::VarChars {
+                            bpchar: false,
+                            vs: vec![v.clone()],
+                        };
+                        let any = block.iter().any(|w| {
+                            if st == 9 {
+                                w.starts_with(v)
+                            } else {
+                                *w == v
+                            }
+                        });
+                        let ex = f.zone_excludes(&p, z);
+                        assert!(!(ex && any), "{block:?} {st} {v:?}");
+                        assert!(!f.zone_excludes(&p, Zone { min: i128::MIN, max: i128::MAX }));
+                        tried += 1;
+                        excluded_some += ex as usize;
+                    }
+                }
+                // IN: excluded only when no element is in the block
+                let f = BlockFilter {
+                    col: 0,
+                    strategy: 8,
+                    value: Value::Set(vec![]),
+                };
+                let vs = vec![words[(i + 3) % words.len()].clone(), words[(j + 5) % words.len()].clone()];
+                let any = block.iter().any(|w| vs.contains(w));
+                let p = Prepared::Chars { bpchar: false, vs };
+                assert!(!(f.zone_excludes(&p, z) && any));
+            }
+        }
+        // and the zones do exclude: most non-matching pairs of distinct short words
+        assert!(excluded_some * 3 > tried, "{excluded_some} of {tried}");
     }
 
     #[test]

@@ -162,12 +162,21 @@ pub unsafe fn attr_specs(td: pg_sys::TupleDesc, var_mask: u64) -> Vec<AttrSpec> 
             } else {
                 0
             };
+            let zorder = match (enc, a.atttypid) {
+                (Enc::Fixed, pg_sys::FLOAT4OID | pg_sys::FLOAT8OID) => ZORDER_FLOAT,
+                (Enc::Var | Enc::CharN { .. }, pg_sys::TEXTOID | pg_sys::VARCHAROID) => {
+                    ZORDER_BYTES
+                }
+                (Enc::Var | Enc::CharN { .. }, pg_sys::BPCHAROID) => ZORDER_BPCHAR,
+                _ => 0,
+            };
             v.push(AttrSpec {
                 attlen: a.attlen,
                 byval: a.attbyval,
                 align: typalign_bytes(a.attalign),
                 enc,
                 est_var: est,
+                zorder,
             });
         }
         v
@@ -198,6 +207,7 @@ fn spec_hash(specs: &[AttrSpec]) -> u64 {
             s.attlen as u16 as u64,
             s.est_var as u64,
             s.align as u64,
+            s.zorder as u64,
         ] {
             h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3);
         }
@@ -499,13 +509,13 @@ pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
             b.set_valid(&c, slot, true);
             if zoned(&c) {
                 // widen the column's zone map to the new value
-                let k = b.zone_key(&c, slot).unwrap_or_default();
+                let (lo, hi) = b.zone_span(&c, slot).unwrap_or_default();
                 let z = b.zone(i);
-                if k < z.min || k > z.max {
+                if lo < z.min || hi > z.max {
                     cow::before_write(b.zone_ptr(i) as *const u8, std::mem::size_of::<Zone>());
                     b.zone_ptr(i).write(Zone {
-                        min: z.min.min(k),
-                        max: z.max.max(k),
+                        min: z.min.min(lo),
+                        max: z.max.max(hi),
                     });
                 }
             }
