@@ -14,6 +14,7 @@ use crate::storage::block;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+pub mod compact;
 pub mod ddl;
 pub mod freeze;
 pub mod index;

@@ -16,6 +16,17 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_int;
 
+thread_local! {
+    /// Set while `am::compact` moves rows: updates then make a new version with new index
+    /// entries outside the old version's block (never HOT).
+    static MOVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Makes this backend's updates move rows (see [`MOVING`]) until called with false.
+pub fn set_moving(on: bool) {
+    MOVING.with(|m| m.set(on));
+}
+
 fn my_xid() -> u32 {
     unsafe { pg_sys::GetCurrentTransactionId().into_inner() }
 }
@@ -284,7 +295,8 @@ pub unsafe extern "C-unwind" fn tuple_update(
             if !storage::slot_in_range(&l, s) || l.row(s).state() != ST_NORMAL {
                 bad_tid(rel);
             }
-            modified_columns(rel, &l, s, &prepared)
+            let (hot, key_changed) = modified_columns(rel, &l, s, &prepared);
+            (hot && !MOVING.with(|m| m.get()), key_changed)
         };
         let mode = if key_changed { EXCL } else { NO_KEY_EXCL };
         *lockmode = mode;

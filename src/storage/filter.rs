@@ -576,8 +576,19 @@ mod tests {
     #[test]
     fn float_zone_exclusion_is_exact() {
         let vals = [
-            f64::NEG_INFINITY, -1e300, -2.5, -1.0, -0.0, 0.0, 1e-300, 1.0, 2.5, 1e300,
-            f64::INFINITY, f64::NAN, -f64::NAN,
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -1.0,
+            -0.0,
+            0.0,
+            1e-300,
+            1.0,
+            2.5,
+            1e300,
+            f64::INFINITY,
+            f64::NAN,
+            -f64::NAN,
         ];
         // keys are monotone and equal exactly for equal floats
         for &x in &vals {
@@ -634,8 +645,21 @@ mod tests {
     #[test]
     fn char_zone_exclusion_is_sound() {
         let words: Vec<Vec<u8>> = [
-            "", "a", "ab", "abc", "abd", "b", "zz", "abcdefghijklmnop", "abcdefghijklmnopq",
-            "abcdefghijklmnopr", "abcdefghijklmno\u{ff}", "\u{e9}t\u{e9}", "\u{7f}", "A", "a b",
+            "",
+            "a",
+            "ab",
+            "abc",
+            "abd",
+            "b",
+            "zz",
+            "abcdefghijklmnop",
+            "abcdefghijklmnopq",
+            "abcdefghijklmnopr",
+            "abcdefghijklmno\u{ff}",
+            "\u{e9}t\u{e9}",
+            "\u{7f}",
+            "A",
+            "a b",
         ]
         .iter()
         .map(|w| w.as_bytes().to_vec())
@@ -666,16 +690,19 @@ mod tests {
                             bpchar: false,
                             vs: vec![v.clone()],
                         };
-                        let any = block.iter().any(|w| {
-                            if st == 9 {
-                                w.starts_with(v)
-                            } else {
-                                *w == v
-                            }
-                        });
+                        let any =
+                            block
+                                .iter()
+                                .any(|w| if st == 9 { w.starts_with(v) } else { *w == v });
                         let ex = f.zone_excludes(&p, z);
                         assert!(!(ex && any), "{block:?} {st} {v:?}");
-                        assert!(!f.zone_excludes(&p, Zone { min: i128::MIN, max: i128::MAX }));
+                        assert!(!f.zone_excludes(
+                            &p,
+                            Zone {
+                                min: i128::MIN,
+                                max: i128::MAX
+                            }
+                        ));
                         tried += 1;
                         excluded_some += ex as usize;
                     }
@@ -686,7 +713,10 @@ mod tests {
                     strategy: 8,
                     value: Value::Set(vec![]),
                 };
-                let vs = vec![words[(i + 3) % words.len()].clone(), words[(j + 5) % words.len()].clone()];
+                let vs = vec![
+                    words[(i + 3) % words.len()].clone(),
+                    words[(j + 5) % words.len()].clone(),
+                ];
                 let any = block.iter().any(|w| vs.contains(w));
                 let p = Prepared::Chars { bpchar: false, vs };
                 assert!(!(f.zone_excludes(&p, z) && any));

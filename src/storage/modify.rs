@@ -180,6 +180,26 @@ pub fn slot_in_range(l: &Locked, slot: u32) -> bool {
 }
 
 thread_local! {
+    /// Blocks new row versions must not go to while this backend compacts a table (its
+    /// sparse source blocks, see `am::compact`): (table id, local blocks).
+    static AVOID: RefCell<Option<(u32, std::collections::HashSet<u32>)>> = const { RefCell::new(None) };
+}
+
+/// While `blocks` of table `t` are set here, [`insert`] places no row in them (compaction moves
+/// rows out of them); `None` lifts it.
+pub fn set_avoid(t: TableRef, blocks: Option<std::collections::HashSet<u32>>) {
+    AVOID.with(|a| *a.borrow_mut() = blocks.map(|b| (t.id, b)));
+}
+
+fn avoided(t: TableRef, lb: u32) -> bool {
+    AVOID.with(|a| {
+        a.borrow()
+            .as_ref()
+            .is_some_and(|(id, set)| *id == t.id && set.contains(&lb))
+    })
+}
+
+thread_local! {
     /// This backend's current insert block (local number) per table id.
     static INSERT_BLOCK: RefCell<HashMap<u32, u32>> = RefCell::new(HashMap::new());
 }
@@ -316,7 +336,7 @@ fn block_for_insert(
     let mine = INSERT_BLOCK.with(|m| m.borrow().get(&t.id).copied());
     let hint = t.entry().insert_hint.load(Ordering::Relaxed);
     for lb in [prefer, mine, Some(hint)].into_iter().flatten() {
-        if lb == arena::NO_BLOCK {
+        if lb == arena::NO_BLOCK || avoided(t, lb) {
             continue;
         }
         let Some(b) = tabledir::arena_block(t, lb) else {
@@ -335,7 +355,7 @@ fn block_for_insert(
     // 2. any block of the table with room (skip busy ones)
     for (lb, b) in tabledir::blocks_of(t) {
         let d = arena::block_desc(b);
-        if !has_room(d, sig, var_need) {
+        if !has_room(d, sig, var_need) || avoided(t, lb) {
             continue;
         }
         if let Some(l) = try_lock_exclusive(t, lb, b) {

@@ -1,0 +1,263 @@
+//! `scoot.compact(rel)`: moves the live rows of a table's sparse blocks together, so that the
+//! emptied blocks go back to the arena (the CMDB seed's compaction of cold blocks).
+//!
+//! A row moves exactly as an UPDATE that changes its TID: the caller's transaction gives the old
+//! version an xmax and writes a new version (same values, new xmin) into a block that is not
+//! being emptied, with new entries in every index (`ExecInsertIndexTuples`, as the executor
+//! does; unique and exclusion checks run as for an UPDATE). No trigger fires (as with VACUUM
+//! FULL or CLUSTER, the row's contents do not change). The move is WAL-logged like any update and
+//! rolls back with the transaction. Rows that another transaction has locked or changed since
+//! the caller's snapshot are left where they are (no waiting); a transaction that started before
+//! the compaction and then updates a moved row behaves as with any concurrent update (READ
+//! COMMITTED follows the row to its new place; REPEATABLE READ gets a serialization failure).
+//!
+//! The emptied blocks hold only dead versions once the compacting transaction commits; VACUUM
+//! (or autovacuum) removes them and their index entries and frees the blocks, as it does for the
+//! old versions of any update.
+use crate::am::modify::{self, set_moving};
+use crate::am::tid_of;
+use crate::storage::arena;
+use crate::storage::block::ST_NORMAL;
+use crate::storage::modify as storage;
+use crate::storage::tabledir;
+use pgrx::prelude::*;
+use std::collections::HashSet;
+
+/// Which blocks to empty: those at most `fill_below` full (live row versions / capacity),
+/// least full first, as long as their rows fit in fewer blocks than they span (a lone sparse
+/// block gains nothing). Input: (local block, slots in use, capacity). Plain logic, unit-tested.
+pub fn pick_sources(blocks: &[(u32, u32, u32)], fill_below: f64) -> Vec<u32> {
+    let mut sparse: Vec<(u32, u32, u32)> = blocks
+        .iter()
+        .copied()
+        .filter(|&(_, used, cap)| cap > 0 && (used as f64) < fill_below * cap as f64)
+        .collect();
+    sparse.sort_by_key(|&(lb, used, cap)| ((used as u64 * 1_000_000) / cap as u64, lb));
+    // the longest prefix whose rows fit in at least one block fewer than it spans
+    let mut best = 0;
+    let (mut rows, mut cap_sum) = (0u64, 0u64);
+    for (i, &(_, used, cap)) in sparse.iter().enumerate() {
+        rows += used as u64;
+        cap_sum += cap as u64;
+        let avg_cap = cap_sum / (i as u64 + 1);
+        let needed = rows.div_ceil(avg_cap.max(1));
+        if needed < i as u64 + 1 {
+            best = i + 1;
+        }
+    }
+    sparse.truncate(best);
+    sparse.into_iter().map(|(lb, _, _)| lb).collect()
+}
+
+/// Restores normal update placement however the compaction ends (error, cancel).
+struct Moving(tabledir::TableRef);
+impl Drop for Moving {
+    fn drop(&mut self) {
+        set_moving(false);
+        storage::set_avoid(self.0, None);
+    }
+}
+
+#[pg_extern(sql = false)]
+fn compact_table(rel: pg_sys::Oid, fill_below: f64) -> i64 {
+    crate::ensure_preloaded();
+    if !(fill_below > 0.0 && fill_below <= 1.0) {
+        ereport!(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("scoot.compact: fill_below must be in (0, 1], not {fill_below}")
+        );
+    }
+    unsafe {
+        if pg_sys::RecoveryInProgress() {
+            ereport!(
+                PgLogLevel::ERROR,
+                PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+                "scoot.compact cannot run during recovery"
+            );
+        }
+        pg_sys::PreventCommandIfReadOnly(c"scoot.compact()".as_ptr());
+        // like VACUUM: no concurrent DDL, VACUUM or compaction; reads and writes go on
+        let r = pg_sys::table_open(rel, pg_sys::ShareUpdateExclusiveLock as i32);
+        if !crate::am::is_scoot(r) {
+            let name = crate::ffi::rel_name(r);
+            crate::ffi::error_hint(
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                format!("\"{name}\" is not a scoot table"),
+                "scoot.compact moves the rows of tables created USING scoot.",
+            );
+        }
+        if !pg_sys::pg_class_ownercheck(rel, pg_sys::GetUserId()) {
+            pg_sys::aclcheck_error(
+                pg_sys::AclResult::ACLCHECK_NOT_OWNER,
+                pg_sys::get_relkind_objtype((*(*r).rd_rel).relkind),
+                (*(*r).rd_rel).relname.data.as_ptr(),
+            );
+        }
+        let t = tabledir::resolve(r);
+        let blocks: Vec<(u32, u32, u32)> = tabledir::blocks_of(t)
+            .into_iter()
+            .map(|(lb, b)| {
+                let d = arena::block_desc(b);
+                let used = d.hwm.load(std::sync::atomic::Ordering::Relaxed)
+                    - d.nfree.load(std::sync::atomic::Ordering::Relaxed);
+                (
+                    lb,
+                    used,
+                    d.capacity.load(std::sync::atomic::Ordering::Relaxed),
+                )
+            })
+            .collect();
+        let sources = pick_sources(&blocks, fill_below);
+        let mut moved = 0i64;
+        let mut skipped = 0i64;
+        if !sources.is_empty() {
+            let snapshot = pg_sys::GetActiveSnapshot();
+            let cid = pg_sys::GetCurrentCommandId(true);
+            let estate = pg_sys::CreateExecutorState();
+            let rri = pg_sys::palloc0(std::mem::size_of::<pg_sys::ResultRelInfo>())
+                as *mut pg_sys::ResultRelInfo;
+            (*rri).type_ = pg_sys::NodeTag::T_ResultRelInfo;
+            pg_sys::InitResultRelInfo(rri, r, 0, std::ptr::null_mut(), 0);
+            pg_sys::ExecOpenIndices(rri, false);
+            let slot = pg_sys::table_slot_create(r, std::ptr::null_mut());
+            storage::set_avoid(t, Some(sources.iter().copied().collect::<HashSet<u32>>()));
+            set_moving(true);
+            let guard = Moving(t);
+            for &lb in &sources {
+                let hwm = match tabledir::arena_block(t, lb) {
+                    Some(b) => arena::block_desc(b)
+                        .hwm
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                    None => continue,
+                };
+                for s in 0..hwm {
+                    pg_sys::check_for_interrupts!();
+                    // only slots holding a row version; the fetch applies our snapshot
+                    let normal = storage::lock(t, lb, false).is_some_and(|l| {
+                        storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL
+                    });
+                    if !normal {
+                        continue;
+                    }
+                    let mut tid = tid_of(lb, s);
+                    if !modify::tuple_fetch_row_version(r, &mut tid, snapshot, slot) {
+                        continue;
+                    }
+                    let mut tmfd: pg_sys::TM_FailureData = std::mem::zeroed();
+                    let mut lockmode: pg_sys::LockTupleMode::Type = 0;
+                    let mut update_indexes = false;
+                    let res = modify::tuple_update(
+                        r,
+                        &mut tid,
+                        slot,
+                        cid,
+                        snapshot,
+                        std::ptr::null_mut(),
+                        false,
+                        &mut tmfd,
+                        &mut lockmode,
+                        &mut update_indexes,
+                    );
+                    if res != pg_sys::TM_Result::TM_Ok {
+                        // locked or changed by someone else: stays where it is
+                        skipped += 1;
+                        continue;
+                    }
+                    if update_indexes && (*rri).ri_NumIndices > 0 {
+                        let recheck = pg_sys::ExecInsertIndexTuples(
+                            rri,
+                            slot,
+                            estate,
+                            false,
+                            false,
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                        );
+                        pg_sys::list_free(recheck);
+                    }
+                    let ec = (*estate).es_per_tuple_exprcontext;
+                    if !ec.is_null() {
+                        pg_sys::MemoryContextReset((*ec).ecxt_per_tuple_memory);
+                    }
+                    moved += 1;
+                }
+            }
+            drop(guard);
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            pg_sys::ExecCloseIndices(rri);
+            pg_sys::FreeExecutorState(estate);
+        }
+        let name = crate::ffi::rel_name(r);
+        let msg = format!(
+            "scoot.compact: moved {moved} row(s) out of {} sparse block(s) of \"{name}\"{}",
+            sources.len(),
+            if skipped > 0 {
+                format!("; {skipped} row(s) locked or changed by other transactions stay")
+            } else {
+                String::new()
+            }
+        );
+        pgrx::pg_sys::panic::ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+            msg,
+            "pg_scoot",
+        )
+        .set_hint(
+            "VACUUM the table after this transaction commits (and older transactions end) to free the emptied blocks.",
+        )
+        .report(PgLogLevel::NOTICE);
+        pg_sys::table_close(r, pg_sys::NoLock as i32);
+        moved
+    }
+}
+
+extension_sql!(
+    r#"
+CREATE FUNCTION compact(rel regclass, fill_below float8 DEFAULT 0.5) RETURNS bigint
+    LANGUAGE c VOLATILE PARALLEL UNSAFE STRICT
+    AS 'MODULE_PATHNAME', 'compact_table_wrapper';
+COMMENT ON FUNCTION compact(regclass, float8) IS
+    'moves the live rows of a scoot table''s blocks that are less than fill_below full into other blocks, as updates that change the rows'' TIDs (new index entries, no triggers), in the caller''s transaction; VACUUM afterwards frees the emptied blocks; returns the number of rows moved';
+"#,
+    name = "compact_sql",
+    requires = ["freeze_sql"],
+);
+
+#[cfg(test)]
+mod tests {
+    use super::pick_sources;
+
+    #[test]
+    fn sources_are_sparse_blocks_worth_merging() {
+        // a lone sparse block: nothing to gain
+        assert!(pick_sources(&[(0, 100, 1000), (1, 1000, 1000)], 0.5).is_empty());
+        // two 10% blocks fit in one
+        assert_eq!(
+            pick_sources(&[(0, 100, 1000), (1, 1000, 1000), (2, 100, 1000)], 0.5),
+            vec![0, 2]
+        );
+        // three 40% blocks fit in two; least full first
+        assert_eq!(
+            pick_sources(&[(5, 400, 1000), (6, 390, 1000), (7, 410, 1000)], 0.5),
+            vec![6, 5, 7]
+        );
+        // 45% + 45% + 45% + 45%: 1800 rows need two blocks, four emptied
+        assert_eq!(
+            pick_sources(
+                &[
+                    (0, 450, 1000),
+                    (1, 450, 1000),
+                    (2, 450, 1000),
+                    (3, 450, 1000)
+                ],
+                0.5
+            )
+            .len(),
+            4
+        );
+        // above the threshold: left alone; empty blocks are VACUUM's business but harmless
+        assert!(pick_sources(&[(0, 600, 1000), (1, 600, 1000)], 0.5).is_empty());
+        assert_eq!(pick_sources(&[(0, 0, 1000), (1, 0, 1000)], 0.5), vec![0, 1]);
+    }
+}
