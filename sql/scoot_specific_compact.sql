@@ -156,3 +156,40 @@ DROP VIEW cp_diff;
 DROP TABLE cp, cp_h, cp_fired;
 DROP FUNCTION cp_blocks();
 DROP FUNCTION cp_trig();
+
+-- in the background: frozen blocks less than scoot.compact_below full are compacted by the
+-- pg_scoot compactor, which then VACUUMs the table once no snapshot sees the old versions (the
+-- wait loop commits, so that its own snapshot does not hold them); rows and index stay the same
+CREATE TABLE cb (id int PRIMARY KEY, v text) USING scoot;
+INSERT INTO cb SELECT i, 'v' || i FROM generate_series(1, 150000) i;
+DELETE FROM cb WHERE id % 10 <> 0;
+SET scoot.olap = on;
+SELECT count(*) >= 0 AS fresh_image FROM cb;
+RESET scoot.olap;
+VACUUM cb;
+CREATE TEMP TABLE cb_before AS
+  SELECT (SELECT sum(blocks) FROM scoot.blocks WHERE relation = 'cb'::regclass) AS blocks,
+         (SELECT count(*) || '/' || sum(id) || '/' || max(v) FROM cb) AS content;
+SELECT blocks >= 5 AS several_blocks FROM cb_before;
+ALTER SYSTEM SET scoot.freeze_after = '200ms';
+SELECT pg_reload_conf();
+DO $$
+BEGIN
+  FOR i IN 1..600 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN (SELECT sum(blocks) FROM scoot.blocks WHERE relation = 'cb'::regclass) * 3
+              < (SELECT blocks FROM cb_before)
+          AND (SELECT sum(blocks) FROM scoot.blocks WHERE relation = 'cb'::regclass AND temperature <> 'frozen') = 0;
+    COMMIT;
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+ALTER SYSTEM RESET scoot.freeze_after;
+SELECT pg_reload_conf();
+SELECT (SELECT sum(blocks) FROM scoot.blocks WHERE relation = 'cb'::regclass) * 3 < blocks AS compacted_in_background,
+       (SELECT count(*) || '/' || sum(id) || '/' || max(v) FROM cb) = content AS same_rows
+FROM cb_before;
+SET enable_seqscan = off;
+SELECT * FROM cb WHERE id IN (10, 77770, 150000) ORDER BY id;
+RESET enable_seqscan;
+DROP TABLE cb;

@@ -18,6 +18,9 @@ pub static SNAPSHOT_INTERVAL_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
 /// `scoot.freeze_after`: blocks unchanged this long (ms) are frozen by the OLAP worker; -1: never
 /// (sighup).
 pub static FREEZE_AFTER_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+/// `scoot.compact_below`: frozen blocks less full than this (fraction of their rows) are
+/// compacted in the background when their rows fit in fewer blocks; 0: never (sighup).
+pub static COMPACT_BELOW: GucSetting<f64> = GucSetting::<f64>::new(0.5);
 /// `scoot.checkpoint_interval`: the OLAP worker writes a checkpoint image from a snapshot this
 /// often (s) while scoot tables change, so crash recovery replays and the server keeps only the
 /// WAL since then; 0: images only at a clean shutdown (sighup).
@@ -164,6 +167,16 @@ pub fn define() {
         i32::MAX,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_float_guc(
+        c"scoot.compact_below",
+        c"Compact frozen scoot blocks less full than this fraction in the background (0: never).",
+        c"The pg_scoot compactor moves their rows into fewer blocks, as updates that change the rows' TIDs (new index entries, no triggers), then VACUUMs the table, which frees the emptied blocks. scoot.compact(rel) does the same on demand.",
+        &COMPACT_BELOW,
+        0.0,
+        1.0,
+        GucContext::Sighup,
+        GucFlags::default(),
     );
     GucRegistry::define_int_guc(
         c"scoot.snapshot_memory",

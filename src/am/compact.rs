@@ -14,14 +14,23 @@
 //! The emptied blocks hold only dead versions once the compacting transaction commits; VACUUM
 //! (or autovacuum) removes them and their index entries and frees the blocks, as it does for the
 //! old versions of any update.
+//!
+//! In the background: when the OLAP worker's freezer finds a table with frozen blocks less than
+//! `scoot.compact_below` full whose rows fit in fewer blocks (blocks frozen and untouched for
+//! another `scoot.freeze_after`), it starts the `pg_scoot compactor`, a dynamic background
+//! worker connected to the table's database. It compacts the frozen sparse blocks in one
+//! transaction (skipping the table if DDL or VACUUM holds it), waits until no snapshot can see
+//! the moved rows' old versions, and VACUUMs the table, which frees the emptied blocks.
 use crate::am::modify::{self, set_moving};
 use crate::am::tid_of;
 use crate::storage::arena;
 use crate::storage::block::ST_NORMAL;
 use crate::storage::modify as storage;
 use crate::storage::tabledir;
+use pgrx::bgworkers::*;
 use pgrx::prelude::*;
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 /// Which blocks to empty: those at most `fill_below` full (live row versions / capacity),
 /// least full first, as long as their rows fit in fewer blocks than they span (a lone sparse
@@ -58,45 +67,28 @@ impl Drop for Moving {
     }
 }
 
-#[pg_extern(sql = false)]
-fn compact_table(rel: pg_sys::Oid, fill_below: f64) -> i64 {
-    crate::ensure_preloaded();
-    if !(fill_below > 0.0 && fill_below <= 1.0) {
-        ereport!(
-            PgLogLevel::ERROR,
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            format!("scoot.compact: fill_below must be in (0, 1], not {fill_below}")
-        );
-    }
+/// What one compaction did.
+pub struct Summary {
+    pub moved: i64,
+    pub skipped: i64,
+    pub sources: usize,
+}
+
+/// Moves the live rows of `r`'s sparse blocks (see [`pick_sources`]; with `only_frozen`, only
+/// frozen blocks are considered, as the background compactor does) in the current transaction.
+/// The caller holds ShareUpdateExclusiveLock on `r` and has an active snapshot.
+pub unsafe fn compact_rel(r: pg_sys::Relation, fill_below: f64, only_frozen: bool) -> Summary {
     unsafe {
-        if pg_sys::RecoveryInProgress() {
-            ereport!(
-                PgLogLevel::ERROR,
-                PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
-                "scoot.compact cannot run during recovery"
-            );
-        }
-        pg_sys::PreventCommandIfReadOnly(c"scoot.compact()".as_ptr());
-        // like VACUUM: no concurrent DDL, VACUUM or compaction; reads and writes go on
-        let r = pg_sys::table_open(rel, pg_sys::ShareUpdateExclusiveLock as i32);
-        if !crate::am::is_scoot(r) {
-            let name = crate::ffi::rel_name(r);
-            crate::ffi::error_hint(
-                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-                format!("\"{name}\" is not a scoot table"),
-                "scoot.compact moves the rows of tables created USING scoot.",
-            );
-        }
-        if !pg_sys::pg_class_ownercheck(rel, pg_sys::GetUserId()) {
-            pg_sys::aclcheck_error(
-                pg_sys::AclResult::ACLCHECK_NOT_OWNER,
-                pg_sys::get_relkind_objtype((*(*r).rd_rel).relkind),
-                (*(*r).rd_rel).relname.data.as_ptr(),
-            );
-        }
         let t = tabledir::resolve(r);
         let blocks: Vec<(u32, u32, u32)> = tabledir::blocks_of(t)
             .into_iter()
+            .filter(|&(_, b)| {
+                !only_frozen
+                    || arena::block_desc(b)
+                        .temp
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                        == arena::TEMP_FROZEN
+            })
             .map(|(lb, b)| {
                 let d = arena::block_desc(b);
                 let used = d.hwm.load(std::sync::atomic::Ordering::Relaxed)
@@ -188,10 +180,59 @@ fn compact_table(rel: pg_sys::Oid, fill_below: f64) -> i64 {
             pg_sys::ExecCloseIndices(rri);
             pg_sys::FreeExecutorState(estate);
         }
+        Summary {
+            moved,
+            skipped,
+            sources: sources.len(),
+        }
+    }
+}
+
+#[pg_extern(sql = false)]
+fn compact_table(rel: pg_sys::Oid, fill_below: f64) -> i64 {
+    crate::ensure_preloaded();
+    if !(fill_below > 0.0 && fill_below <= 1.0) {
+        ereport!(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("scoot.compact: fill_below must be in (0, 1], not {fill_below}")
+        );
+    }
+    unsafe {
+        if pg_sys::RecoveryInProgress() {
+            ereport!(
+                PgLogLevel::ERROR,
+                PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+                "scoot.compact cannot run during recovery"
+            );
+        }
+        pg_sys::PreventCommandIfReadOnly(c"scoot.compact()".as_ptr());
+        // like VACUUM: no concurrent DDL, VACUUM or compaction; reads and writes go on
+        let r = pg_sys::table_open(rel, pg_sys::ShareUpdateExclusiveLock as i32);
+        if !crate::am::is_scoot(r) {
+            let name = crate::ffi::rel_name(r);
+            crate::ffi::error_hint(
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                format!("\"{name}\" is not a scoot table"),
+                "scoot.compact moves the rows of tables created USING scoot.",
+            );
+        }
+        if !pg_sys::pg_class_ownercheck(rel, pg_sys::GetUserId()) {
+            pg_sys::aclcheck_error(
+                pg_sys::AclResult::ACLCHECK_NOT_OWNER,
+                pg_sys::get_relkind_objtype((*(*r).rd_rel).relkind),
+                (*(*r).rd_rel).relname.data.as_ptr(),
+            );
+        }
+        let Summary {
+            moved,
+            skipped,
+            sources,
+        } = compact_rel(r, fill_below, false);
         let name = crate::ffi::rel_name(r);
         let msg = format!(
             "scoot.compact: moved {moved} row(s) out of {} sparse block(s) of \"{name}\"{}",
-            sources.len(),
+            sources,
             if skipped > 0 {
                 format!("; {skipped} row(s) locked or changed by other transactions stay")
             } else {
@@ -223,6 +264,117 @@ COMMENT ON FUNCTION compact(regclass, float8) IS
     name = "compact_sql",
     requires = ["freeze_sql"],
 );
+
+/// Starts the background compactor for the table with relfilenode `rel` in tablespace `spc` of
+/// database `db` (the OLAP worker; at most one runs at a time).
+pub fn launch(db: u32, spc: u32, rel: u32, fill_below: f64) -> Option<DynamicBackgroundWorker> {
+    BackgroundWorkerBuilder::new("pg_scoot compactor")
+        .set_type("pg_scoot compactor")
+        .set_library("pg_scoot")
+        .set_function("scoot_compactor_main")
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(None)
+        .set_argument(Some(pg_sys::Datum::from(db)))
+        .set_extra(&format!("{spc} {rel} {fill_below}"))
+        .load_dynamic()
+        .ok()
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn scoot_compactor_main(arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let db = pg_sys::Oid::from(arg.value() as u32);
+    let mut it = BackgroundWorker::get_extra().split(' ');
+    let (Some(spc), Some(rel), Some(fill)) = (
+        it.next().and_then(|x| x.parse::<u32>().ok()),
+        it.next().and_then(|x| x.parse::<u32>().ok()),
+        it.next().and_then(|x| x.parse::<f64>().ok()),
+    ) else {
+        return;
+    };
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
+    let done = BackgroundWorker::transaction(|| unsafe {
+        let relid = crate::ffi::RelidByRelfilenode(spc.into(), rel.into());
+        if relid == pg_sys::InvalidOid
+            || !pg_sys::ConditionalLockRelationOid(relid, pg_sys::ShareUpdateExclusiveLock as i32)
+        {
+            return None;
+        }
+        let r = pg_sys::try_table_open(relid, pg_sys::NoLock as i32);
+        if r.is_null() {
+            return None;
+        }
+        if !crate::am::is_scoot(r) || u32::from((*r).rd_node.relNode) != rel {
+            pg_sys::table_close(r, pg_sys::NoLock as i32);
+            return None;
+        }
+        let s = compact_rel(r, fill, true);
+        let xid = pg_sys::GetCurrentTransactionIdIfAny().into_inner();
+        if s.moved > 0 {
+            log!(
+                "pg_scoot compactor: moved {} row(s) out of {} frozen block(s) of \"{}\"",
+                s.moved,
+                s.sources,
+                crate::ffi::rel_name(r)
+            );
+        }
+        pg_sys::table_close(r, pg_sys::NoLock as i32);
+        (s.moved > 0).then_some((relid, xid))
+    });
+    let Some((relid, xid)) = done else {
+        return;
+    };
+    // the emptied blocks go back to the arena once VACUUM can remove the old versions: wait
+    // (at most a minute) until no snapshot or snapshot image can see them
+    let start = Instant::now();
+    loop {
+        if crate::txn::mvcc::precedes(xid, crate::txn::freeze::horizon())
+            && crate::txn::horizon::image_allows(xid)
+        {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(60)
+            || !BackgroundWorker::wait_latch(Some(Duration::from_millis(100)))
+        {
+            return;
+        }
+    }
+    unsafe { vacuum(relid) };
+}
+
+/// VACUUM of one table from a background worker, as autovacuum runs it (own transactions, skip
+/// the table if it is locked).
+unsafe fn vacuum(relid: pg_sys::Oid) {
+    unsafe {
+        if pg_sys::PortalContext.is_null() {
+            pg_sys::PortalContext = pg_sys::AllocSetContextCreateExtended(
+                pg_sys::TopMemoryContext,
+                c"scoot compactor portal".as_ptr(),
+                pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+                pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+                pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+            );
+        }
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        let mut params: pg_sys::VacuumParams = std::mem::zeroed();
+        params.options = pg_sys::VACOPT_VACUUM | pg_sys::VACOPT_SKIP_LOCKED;
+        params.freeze_min_age = -1;
+        params.freeze_table_age = -1;
+        params.multixact_freeze_min_age = -1;
+        params.multixact_freeze_table_age = -1;
+        params.log_min_duration = -1;
+        params.index_cleanup = pg_sys::VacOptValue::VACOPTVALUE_UNSPECIFIED;
+        params.truncate = pg_sys::VacOptValue::VACOPTVALUE_UNSPECIFIED;
+        params.nworkers = -1;
+        let vr = pg_sys::makeVacuumRelation(std::ptr::null_mut(), relid, std::ptr::null_mut());
+        let rels = pg_sys::lappend(std::ptr::null_mut(), vr as *mut std::ffi::c_void);
+        pg_sys::vacuum(rels, &mut params, std::ptr::null_mut(), true);
+        pg_sys::CommitTransactionCommand();
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -52,6 +52,11 @@ struct Worker {
     /// per block: (modification count, when the freezer first saw it at that count)
     cold_since: Vec<(u64, i64)>,
     last_freeze_pass: Option<Instant>,
+    /// the background compactor (see `am::compact`) while it runs, the last look for tables
+    /// to compact, and when each table (id, generation) was last handed to it
+    compactor: Option<DynamicBackgroundWorker>,
+    last_compact_look: Option<Instant>,
+    compacted_at: std::collections::HashMap<(u32, u32), Instant>,
     /// checkpoint images (see `image_step`): the next `create` captures the tables and the WAL
     /// position at its gate instant
     want_image: bool,
@@ -165,6 +170,9 @@ pub extern "C-unwind" fn scoot_olap_worker_main(_arg: pg_sys::Datum) {
         uffd: server,
         cold_since: vec![(u64::MAX, 0); nblocks],
         last_freeze_pass: None,
+        compactor: None,
+        last_compact_look: None,
+        compacted_at: std::collections::HashMap::new(),
         want_image: false,
         image_capture: None,
         image_job: None,
@@ -263,6 +271,7 @@ impl Worker {
         }
         self.release_old();
         self.freeze_pass();
+        self.compact_look();
         self.image_step();
     }
 
@@ -468,6 +477,81 @@ impl Worker {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Once a second: hands a table with frozen blocks less than `scoot.compact_below` full
+    /// (frozen and untouched for another `scoot.freeze_after`) whose rows fit in fewer blocks
+    /// to the background compactor (`am::compact`), one table at a time, each at most every
+    /// 3 x `scoot.freeze_after` (10 s at least).
+    fn compact_look(&mut self) {
+        let below = guc::COMPACT_BELOW.get();
+        let after = guc::FREEZE_AFTER_MS.get();
+        if below <= 0.0 || after < 0 {
+            return;
+        }
+        if let Some(c) = &self.compactor {
+            match c.pid() {
+                Err(BackgroundWorkerStatus::Stopped)
+                | Err(BackgroundWorkerStatus::PostmasterDied) => self.compactor = None,
+                _ => return,
+            }
+        }
+        if self
+            .last_compact_look
+            .is_some_and(|l| l.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.last_compact_look = Some(Instant::now());
+        let t = now();
+        let after_us = after as i64 * 1000;
+        let mut per: std::collections::HashMap<(u32, u32), Vec<(u32, u32, u32)>> =
+            std::collections::HashMap::new();
+        for b in 0..arena::ctl().nblocks {
+            let d = arena::block_desc(b);
+            let owner = d.owner.load(Ordering::Acquire);
+            if owner == 0
+                || d.zombie.load(Ordering::Relaxed) != 0
+                || d.temp.load(Ordering::Relaxed) != arena::TEMP_FROZEN
+            {
+                continue;
+            }
+            let (mc, since) = self.cold_since[b as usize];
+            if mc != d.mod_count.load(Ordering::Acquire) || t - since < after_us {
+                continue;
+            }
+            let used = d.hwm.load(Ordering::Relaxed) - d.nfree.load(Ordering::Relaxed);
+            per.entry(((owner >> 32) as u32, owner as u32))
+                .or_default()
+                .push((
+                    d.local.load(Ordering::Relaxed),
+                    used,
+                    d.capacity.load(Ordering::Relaxed),
+                ));
+        }
+        let every = Duration::from_millis((after as u64 * 3).max(10_000));
+        for ((id, gen), mut blocks) in per {
+            if blocks.len() < 2
+                || self
+                    .compacted_at
+                    .get(&(id, gen))
+                    .is_some_and(|at| at.elapsed() < every)
+            {
+                continue;
+            }
+            blocks.sort_unstable();
+            if crate::am::compact::pick_sources(&blocks, below).len() < 2 {
+                continue;
+            }
+            let e = tabledir::entry(id);
+            let key = e.key;
+            if e.gen.load(Ordering::Acquire) != gen || key.backend != -1 || key.db == 0 {
+                continue;
+            }
+            self.compacted_at.insert((id, gen), Instant::now());
+            self.compactor = crate::am::compact::launch(key.db, key.spc, key.rel, below);
+            break;
         }
     }
 
