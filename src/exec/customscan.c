@@ -44,6 +44,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/pg_locale.h"
 #include "utils/rel.h"
 
 /* Rust side (src/exec/mod.rs) */
@@ -597,6 +598,8 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	const char *tname;
 	text	   *t;
 
+	bool		commuted = false;
+
 	if (!IsA(clause, OpExpr) || list_length(((OpExpr *) clause)->args) != 2)
 		return NULL;
 	op = (OpExpr *) clause;
@@ -604,6 +607,17 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	rt = strip_implicit_coercions(lsecond(op->args));
 	if (IsA(l, RelabelType))
 		l = (Node *) ((RelabelType *) l)->arg;
+	if (IsA(rt, RelabelType))
+		rt = (Node *) ((RelabelType *) rt)->arg;
+	if (IsA(l, Const) && IsA(rt, Var))
+	{
+		/* constant op column: the same comparison seen from the column */
+		Node	   *tmp = l;
+
+		l = rt;
+		rt = tmp;
+		commuted = true;
+	}
 	if (!IsA(l, Var) || !IsA(rt, Const))
 		return NULL;
 	var = (Var *) l;
@@ -618,6 +632,32 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		return NULL;
 	set_opfuncid(op);
 	t = DatumGetTextPP(c->constvalue);
+	if (c->consttype == char_const_type(var->vartype) && OidIsValid(op->inputcollid) &&
+		lc_collate_is_c(op->inputcollid))
+	{
+		/*
+		 * <, <=, >, >= under the C collation: byte order (bpchar without its trailing spaces, as
+		 * bpcharcmp compares), which the filters and zone maps apply; other collations order
+		 * differently and are left to PostgreSQL
+		 */
+		Oid			optype = char_const_type(var->vartype);
+		Oid			opclass = GetDefaultOpClass(optype, BTREE_AM_OID);
+		int			st = OidIsValid(opclass) ?
+			get_op_opfamily_strategy(op->opno, get_opclass_family(opclass)) : 0;
+		static const char *const names[] = {"", "<", "<=", "=", ">=", ">"};
+
+		if (st >= 1 && st <= 5 && st != BTEqualStrategyNumber)
+		{
+			if (commuted)
+				st = 6 - st;
+			*describe = psprintf("%s %s %s", column_name(r, var), names[st],
+								 quote_literal_cstr(text_to_cstring(t)));
+			return psprintf("%d %d %s %s", var->varattno, st, tname,
+							hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
+		}
+	}
+	if (commuted)
+		return NULL;
 	if (op->opno == char_eq_operator(var->vartype) && c->consttype == char_const_type(var->vartype))
 	{
 		*describe = psprintf("%s = %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));

@@ -71,7 +71,8 @@ pub enum Prepared {
         wide: bool,
         vs: Vec<i128>,
     },
-    /// a character column stored in `width`-byte NUL-padded cells: =, IN (sorted) or a prefix
+    /// a character column stored in `width`-byte NUL-padded cells: =, IN (sorted), a prefix, or
+    /// <, <=, >, >= in byte order (C collation)
     Chars {
         bpchar: bool,
         vs: Vec<Vec<u8>>,
@@ -109,7 +110,9 @@ impl BlockFilter {
                     .map(|v| Self::scalar(typ, v))
                     .collect::<Option<Vec<_>>>()?,
             ),
-            (3, _) | (9, "bytes") if typ == "bytes" || typ == "bpchar" => Self::scalar(typ, val)?,
+            (1..=5, _) | (9, "bytes") if typ == "bytes" || typ == "bpchar" => {
+                Self::scalar(typ, val)?
+            }
             (1..=5, _) if typ != "bytes" && typ != "bpchar" => Self::scalar(typ, val)?,
             _ => return None,
         };
@@ -301,6 +304,13 @@ impl BlockFilter {
                 if z.is_empty() {
                     return true;
                 }
+                // keys are weakly monotone in byte order (s < v implies key(s) <= key(v)), so
+                // only a strict key difference proves that no value passes
+                match self.strategy {
+                    1 | 2 => return lo > bytes_key(&vs[0]),
+                    4 | 5 => return hi < bytes_key(&vs[0]),
+                    _ => {}
+                }
                 if self.strategy == 9 {
                     // every value starting with the prefix has a key between the prefix's and
                     // the prefix's padded with 0xff bytes (or exactly the prefix's, from 16 bytes)
@@ -442,7 +452,14 @@ impl BlockFilter {
                     v = rest;
                 }
             }
-            vs.binary_search_by(|x| x.as_slice().cmp(v)).is_ok()
+            // <, <=, >, >= (C collation only, see customscan.c): byte order
+            match self.strategy {
+                1 => v < vs[0].as_slice(),
+                2 => v <= vs[0].as_slice(),
+                4 => v >= vs[0].as_slice(),
+                5 => v > vs[0].as_slice(),
+                _ => vs.binary_search_by(|x| x.as_slice().cmp(v)).is_ok(),
+            }
         };
         match p {
             Prepared::Chars { bpchar, vs } => {
@@ -720,6 +737,34 @@ mod tests {
                 let any = block.iter().any(|w| vs.contains(w));
                 let p = Prepared::Chars { bpchar: false, vs };
                 assert!(!(f.zone_excludes(&p, z) && any));
+                // ordering comparisons (C collation): never excluded when a value passes, and
+                // exactly decided by keep
+                for v in &words {
+                    for st in [1u8, 2, 4, 5] {
+                        let f = BlockFilter {
+                            col: 0,
+                            strategy: st,
+                            value: Value::Bytes {
+                                bytes: v.clone(),
+                                bpchar: false,
+                            },
+                        };
+                        let p = Prepared::VarChars {
+                            bpchar: false,
+                            vs: vec![v.clone()],
+                        };
+                        let any = block.iter().any(|w| match st {
+                            1 => w.as_slice() < v.as_slice(),
+                            2 => w.as_slice() <= v.as_slice(),
+                            4 => w.as_slice() >= v.as_slice(),
+                            _ => w.as_slice() > v.as_slice(),
+                        });
+                        let ex = f.zone_excludes(&p, z);
+                        assert!(!(ex && any), "{block:?} {st} {v:?}");
+                        tried += 1;
+                        excluded_some += ex as usize;
+                    }
+                }
             }
         }
         // and the zones do exclude: most non-matching pairs of distinct short words
@@ -728,6 +773,18 @@ mod tests {
 
     #[test]
     fn parse_filters() {
+        assert_eq!(
+            BlockFilter::parse("2 5 bytes 6162"),
+            Some(BlockFilter {
+                col: 1,
+                strategy: 5,
+                value: Value::Bytes {
+                    bytes: b"ab".to_vec(),
+                    bpchar: false
+                }
+            })
+        );
+        assert!(BlockFilter::parse("2 9 bpchar 6162").is_none());
         assert_eq!(
             BlockFilter::parse("9 4 int -731"),
             Some(BlockFilter {
@@ -809,7 +866,7 @@ mod tests {
             }
         );
         assert!(BlockFilter::parse("4 8 bytes 41,~").is_some());
-        assert_eq!(BlockFilter::parse("4 1 bytes 41"), None);
+        assert!(BlockFilter::parse("4 1 bytes 41").is_some());
         assert_eq!(BlockFilter::parse("4 9 bpchar 41"), None);
         assert_eq!(BlockFilter::parse("4 3 bytes 4"), None);
         assert_eq!(BlockFilter::scaled(false, "12", "5", 2), Some(1250));
