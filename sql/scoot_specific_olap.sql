@@ -116,7 +116,8 @@ RESET scoot.agg_pushdown;
 SELECT count(*) > 0 AS sampled FROM olap_s TABLESAMPLE SYSTEM (50) REPEATABLE (1);
 SELECT id FROM olap_s WHERE ctid = '(0,2)';
 
--- structured EXPLAIN formats carry the snapshot as properties of the query (valid documents)
+-- structured EXPLAIN formats carry the snapshot as properties of the query and of each scan of a
+-- scoot table (valid documents)
 CREATE FUNCTION olap_explain_fmt(fmt text, q text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE r text := ''; l text;
 BEGIN
@@ -132,6 +133,22 @@ SELECT xpath_exists('/x:explain/x:Query/x:Scoot-Snapshot-Id',
                     olap_explain_fmt('XML', 'SELECT count(*) FROM olap_s')::xml,
                     ARRAY[ARRAY['x', 'http://www.postgresql.org/2009/explain']]) AS xml_ok;
 SELECT olap_explain_fmt('YAML', 'SELECT count(*) FROM olap_s') ~ E'\n  Scoot Snapshot Id: \\d+\n  Scoot Snapshot Method: "(uffd|software|copy)"' AS yaml_ok;
+-- and as properties of each node that scans a scoot table (not of other nodes)
+CREATE TABLE olap_hp (id int) USING heap;
+SELECT n->>'Node Type' AS node, n->>'Relation Name' AS rel,
+       (n->>'Scoot Snapshot Id')::bigint = (j->0->>'Scoot Snapshot Id')::bigint AS node_has_snapshot,
+       n->>'Scoot Snapshot Method' = j->0->>'Scoot Snapshot Method' AS node_method
+FROM (SELECT olap_explain_fmt('JSON', 'SELECT * FROM olap_s s JOIN olap_hp h ON h.id = s.id')::jsonb AS j) x,
+     LATERAL jsonb_path_query(j, 'strict $.** ? (exists (@."Relation Name"))') n
+ORDER BY 2;
+SELECT xpath_exists('//x:Plan[x:Relation-Name="olap_s"]/x:Scoot-Snapshot-Id',
+                    olap_explain_fmt('XML', 'SELECT * FROM olap_s s JOIN olap_hp h ON h.id = s.id')::xml,
+                    ARRAY[ARRAY['x', 'http://www.postgresql.org/2009/explain']]) AS xml_node_ok,
+       xpath_exists('//x:Plan[x:Relation-Name="olap_hp"]/x:Scoot-Snapshot-Id',
+                    olap_explain_fmt('XML', 'SELECT * FROM olap_s s JOIN olap_hp h ON h.id = s.id')::xml,
+                    ARRAY[ARRAY['x', 'http://www.postgresql.org/2009/explain']]) AS xml_heap_node_has_none;
+SELECT olap_explain_fmt('YAML', 'SELECT count(*) FROM olap_s') ~ E'Relation Name: "olap_s"\n +Scoot Snapshot Id: \\d+\n +Scoot Snapshot Method: "(uffd|software|copy)"\n +Scoot Snapshot Age: ' AS yaml_node_ok;
+DROP TABLE olap_hp;
 SET scoot.olap = off;
 SELECT olap_explain_fmt('JSON', 'SELECT count(*) FROM olap_s')::json->0->'Scoot Snapshot Id' IS NULL AS live_has_none;
 SET scoot.olap = on;

@@ -676,9 +676,24 @@ pub unsafe extern "C-unwind" fn scoot_explain_after(es: *mut pg_sys::ExplainStat
             pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT => {
                 annotate_text(&text, &tables, id, method, age)
             }
-            pg_sys::ExplainFormat::EXPLAIN_FORMAT_JSON => annotate_json(&text, id, method, age),
-            pg_sys::ExplainFormat::EXPLAIN_FORMAT_XML => annotate_xml(&text, id, method, age),
-            _ => annotate_yaml(&text, id, method, age),
+            pg_sys::ExplainFormat::EXPLAIN_FORMAT_JSON => annotate_json(
+                &annotate_nodes(&text, &tables, Fmt::Json, id, method, age),
+                id,
+                method,
+                age,
+            ),
+            pg_sys::ExplainFormat::EXPLAIN_FORMAT_XML => annotate_xml(
+                &annotate_nodes(&text, &tables, Fmt::Xml, id, method, age),
+                id,
+                method,
+                age,
+            ),
+            _ => annotate_yaml(
+                &annotate_nodes(&text, &tables, Fmt::Yaml, id, method, age),
+                id,
+                method,
+                age,
+            ),
         };
         let Some(out) = out else { return };
         s.len = start_len as i32;
@@ -705,9 +720,74 @@ fn annotate_text(text: &str, tables: &[String], id: u64, method: &str, age: f64)
     Some(out)
 }
 
-/// JSON: `"Scoot Snapshot Id"`, `"Scoot Snapshot Method"`, `"Scoot Snapshot Age"` (ms) as the
-/// last properties of the query object (PostgreSQL 15 has no per-node hook for the structured
-/// formats; a statement reads one snapshot, so the query level says it for all its scans).
+#[derive(Clone, Copy, PartialEq)]
+enum Fmt {
+    Json,
+    Xml,
+    Yaml,
+}
+
+/// Structured formats, per scan node: after the `Relation Name` property of every node that scans
+/// a scoot table, the snapshot's id, method and age (ms) as properties of that node (the same
+/// names as at the query level).
+fn annotate_nodes(
+    text: &str,
+    tables: &[String],
+    fmt: Fmt,
+    id: u64,
+    method: &str,
+    age: f64,
+) -> String {
+    let mut out = String::with_capacity(text.len() + 512);
+    for line in text.split_inclusive('\n') {
+        out.push_str(line);
+        let body = line.trim_start();
+        let ind = &line[..line.len() - body.len()];
+        let body = body.trim_end_matches('\n');
+        let name = match fmt {
+            // "Relation Name": "t",   (always followed by "Alias")
+            Fmt::Json => body
+                .strip_prefix("\"Relation Name\": \"")
+                .and_then(|r| r.strip_suffix("\","))
+                .map(|n| n.replace("\\\"", "\"").replace("\\\\", "\\")),
+            Fmt::Xml => body
+                .strip_prefix("<Relation-Name>")
+                .and_then(|r| r.strip_suffix("</Relation-Name>"))
+                .map(|n| {
+                    n.replace("&quot;", "\"")
+                        .replace("&lt;", "<")
+                        .replace("&gt;", ">")
+                        .replace("&amp;", "&")
+                }),
+            Fmt::Yaml => body.strip_prefix("Relation Name: ").map(|n| {
+                n.trim_matches('"')
+                    .replace("\\\"", "\"")
+                    .replace("\\\\", "\\")
+            }),
+        };
+        if !name.is_some_and(|n| tables.iter().any(|t| *t == n)) {
+            continue;
+        }
+        if !line.ends_with('\n') {
+            out.push('\n');
+        }
+        match fmt {
+            Fmt::Json => out.push_str(&format!(
+                "{ind}\"Scoot Snapshot Id\": {id},\n{ind}\"Scoot Snapshot Method\": \"{method}\",\n{ind}\"Scoot Snapshot Age\": {age:.3},\n"
+            )),
+            Fmt::Xml => out.push_str(&format!(
+                "{ind}<Scoot-Snapshot-Id>{id}</Scoot-Snapshot-Id>\n{ind}<Scoot-Snapshot-Method>{method}</Scoot-Snapshot-Method>\n{ind}<Scoot-Snapshot-Age>{age:.3}</Scoot-Snapshot-Age>\n"
+            )),
+            Fmt::Yaml => out.push_str(&format!(
+                "{ind}Scoot Snapshot Id: {id}\n{ind}Scoot Snapshot Method: \"{method}\"\n{ind}Scoot Snapshot Age: {age:.3}\n"
+            )),
+        }
+    }
+    out
+}
+
+/// JSON: `"Scoot Snapshot Id"`, `"Scoot Snapshot Method"`, `"Scoot Snapshot Age"` (ms) also as the
+/// last properties of the query object (a statement reads one snapshot).
 fn annotate_json(text: &str, id: u64, method: &str, age: f64) -> Option<String> {
     let close = text.rfind('}')?;
     let nl = text[..close].rfind('\n')?;
@@ -788,6 +868,16 @@ mod tests {
         let x = "<explain xmlns=\"x\">\n  <Query>\n    <Plan>\n    </Plan>\n  </Query>";
         let out = super::annotate_xml(x, 7, "software", 2.0).unwrap();
         assert!(out.ends_with("    </Plan>\n    <Scoot-Snapshot-Id>7</Scoot-Snapshot-Id>\n    <Scoot-Snapshot-Method>software</Scoot-Snapshot-Method>\n    <Scoot-Snapshot-Age>2.000</Scoot-Snapshot-Age>\n  </Query>"), "{out}");
+        let tables = vec!["t".to_string()];
+        let jn = "    \"Plan\": {\n      \"Node Type\": \"Seq Scan\",\n      \"Relation Name\": \"t\",\n      \"Alias\": \"t\"\n    },\n      \"Relation Name\": \"u\",\n";
+        let out = super::annotate_nodes(jn, &tables, super::Fmt::Json, 7, "uffd", 1.5);
+        assert_eq!(out, "    \"Plan\": {\n      \"Node Type\": \"Seq Scan\",\n      \"Relation Name\": \"t\",\n      \"Scoot Snapshot Id\": 7,\n      \"Scoot Snapshot Method\": \"uffd\",\n      \"Scoot Snapshot Age\": 1.500,\n      \"Alias\": \"t\"\n    },\n      \"Relation Name\": \"u\",\n");
+        let xn = "      <Relation-Name>t</Relation-Name>\n";
+        assert!(super::annotate_nodes(xn, &tables, super::Fmt::Xml, 7, "copy", 1.0)
+            .ends_with("</Relation-Name>\n      <Scoot-Snapshot-Id>7</Scoot-Snapshot-Id>\n      <Scoot-Snapshot-Method>copy</Scoot-Snapshot-Method>\n      <Scoot-Snapshot-Age>1.000</Scoot-Snapshot-Age>\n"));
+        let yn = "    Relation Name: \"t\"\n    Alias: \"t\"\n";
+        assert_eq!(super::annotate_nodes(yn, &tables, super::Fmt::Yaml, 7, "copy", 1.0),
+            "    Relation Name: \"t\"\n    Scoot Snapshot Id: 7\n    Scoot Snapshot Method: \"copy\"\n    Scoot Snapshot Age: 1.000\n    Alias: \"t\"\n");
         let y = "- Plan: \n    Node Type: \"Seq Scan\"\n  Planning Time: 0.1";
         let out = super::annotate_yaml(y, 7, "copy", 3.0).unwrap();
         assert!(out.ends_with("  Planning Time: 0.1\n  Scoot Snapshot Id: 7\n  Scoot Snapshot Method: \"copy\"\n  Scoot Snapshot Age: 3.000"), "{out}");
