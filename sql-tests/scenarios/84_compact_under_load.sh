@@ -9,7 +9,8 @@
 #  account's balance equals the sum of its history rows, tellers and branches equal the whole
 #  history; index scans (primary key) return exactly what sequential scans return. Then the
 #  server is crashed (pg_ctl stop -m immediate): after crash recovery (WAL replay of the moves and
-#  their index entries) all of that still holds.
+#  their index entries) all of that still holds. Before that: DROP DATABASE of a database the
+#  background compactor is working in stops the compactor and succeeds.
 set -uo pipefail
 . "$(dirname "$0")/helpers/olap_lib.sh"
 start_cluster compact 55534 "scoot.freeze_after = '300ms'"
@@ -64,6 +65,28 @@ b1=$(blocks)
 echo "    pgbench_accounts: $b0 -> $b1 blocks"
 [ "$b1" -le $((b0 / 2)) ] || soft_fail "compaction left $b1 of $b0 blocks"
 checks "after the load"
+
+echo "--- DROP DATABASE while the background compactor works in it"
+# the compactor waits for an old snapshot (held in another database) before its VACUUM; DROP
+# DATABASE stops it, as PostgreSQL stops autovacuum workers, instead of failing with "database is
+# being accessed by other users"
+q -c "CREATE DATABASE cdrop" || fail "create database"
+PGDATABASE=cdrop q -c "CREATE EXTENSION pg_scoot" -c "CREATE TABLE bg (id int PRIMARY KEY, v text) USING scoot" \
+  -c "INSERT INTO bg SELECT i, 'v' || i FROM generate_series(1, 200000) i" -c "DELETE FROM bg WHERE id % 10 <> 0" \
+  -c "SET scoot.snapshot_max_age = 0" -c "SET scoot.olap = on" -c "SELECT count(*) FROM bg" -c "RESET scoot.olap" \
+  -c "VACUUM bg" >/dev/null || fail "sparse table in cdrop"
+q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT 1" -c "SELECT pg_sleep(60)" -c "COMMIT" >/dev/null 2>&1 &
+SLEEPER=$!
+wait_for 30 "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'pg_scoot compactor' AND datname = 'cdrop'" ||
+  soft_fail "the background compactor did not start in cdrop"
+sleep 1
+t0=$SECONDS
+q -c "DROP DATABASE cdrop" 2>"$WORK/dropdb.err" || soft_fail "DROP DATABASE failed: $(cat "$WORK/dropdb.err")"
+stopped=$(grep -c 'terminating background worker "pg_scoot compactor"' "$DIR/server.log")
+echo "    DROP DATABASE took $((SECONDS - t0)) s; $stopped compactor(s) stopped"
+[ "$stopped" -ge 1 ] || soft_fail "DROP DATABASE did not stop the compactor"
+[ $((SECONDS - t0)) -le 5 ] || soft_fail "DROP DATABASE took more than 5 s"
+kill $SLEEPER 2>/dev/null; q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()" >/dev/null
 
 echo "--- crash (pg_ctl stop -m immediate) and recovery"
 q -c "SELECT scoot.compact('pgbench_accounts', 1.0)" >/dev/null 2>&1

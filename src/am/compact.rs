@@ -284,7 +284,12 @@ pub fn launch(db: u32, spc: u32, rel: u32, fill_below: f64) -> Option<DynamicBac
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn scoot_compactor_main(arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    unsafe {
+        // SIGTERM as in a regular backend: exit at the next interrupt check (between rows, in
+        // waits), so that DROP DATABASE & co. can stop the compactor (see txn::xact)
+        pg_sys::pqsignal(libc::SIGTERM, Some(crate::ffi::pg_die));
+        pg_sys::BackgroundWorkerUnblockSignals();
+    }
     let db = pg_sys::Oid::from(arg.value() as u32);
     let mut it = BackgroundWorker::get_extra().split(' ');
     let (Some(spc), Some(rel), Some(fill)) = (
@@ -295,6 +300,14 @@ pub extern "C-unwind" fn scoot_compactor_main(arg: pg_sys::Datum) {
         return;
     };
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(db), None);
+    let c = arena::ctl();
+    c.compactor_db
+        .store(u32::from(db), std::sync::atomic::Ordering::Release);
+    c.compactor_pid.store(
+        unsafe { pg_sys::MyProcPid },
+        std::sync::atomic::Ordering::Release,
+    );
+    unsafe { pg_sys::before_shmem_exit(Some(compactor_gone), pg_sys::Datum::from(0)) };
     let done = BackgroundWorker::transaction(|| unsafe {
         let relid = crate::ffi::RelidByRelfilenode(spc.into(), rel.into());
         if relid == pg_sys::InvalidOid
@@ -335,13 +348,30 @@ pub extern "C-unwind" fn scoot_compactor_main(arg: pg_sys::Datum) {
         {
             break;
         }
-        if start.elapsed() > Duration::from_secs(60)
-            || !BackgroundWorker::wait_latch(Some(Duration::from_millis(100)))
-        {
+        if start.elapsed() > Duration::from_secs(60) {
             return;
         }
+        unsafe {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                100,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+        pg_sys::check_for_interrupts!();
     }
     unsafe { vacuum(relid) };
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn compactor_gone(_code: i32, _arg: pg_sys::Datum) {
+    let c = arena::ctl();
+    c.compactor_pid
+        .store(0, std::sync::atomic::Ordering::Release);
+    c.compactor_db
+        .store(0, std::sync::atomic::Ordering::Release);
 }
 
 /// VACUUM of one table from a background worker, as autovacuum runs it (own transactions, skip

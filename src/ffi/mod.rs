@@ -30,6 +30,10 @@ extern "C-unwind" {
     );
     pub static max_prepared_xacts: std::ffi::c_int;
     pub fn RelidByRelfilenode(reltablespace: pg_sys::Oid, relfilenode: pg_sys::Oid) -> pg_sys::Oid;
+    /// A regular backend's SIGTERM handler (sets ProcDiePending; exits at the next interrupt
+    /// check), as a plain C function pointer for `pqsignal`.
+    #[link_name = "die"]
+    pub fn pg_die(postgres_signal_arg: std::ffi::c_int);
     pub fn CheckForSerializableConflictIn(
         relation: pg_sys::Relation,
         tid: pg_sys::ItemPointer,

@@ -158,6 +158,11 @@ pub struct ArenaCtl {
     /// it up to `gap_to` on timeline `gap_tli` before PostgreSQL's redo starts.
     pub gap_to: AtomicU64,
     pub gap_tli: AtomicU32,
+    /// The background compactor (`am::compact`) while it runs: its pid and database (0: none).
+    /// Statements that need a database without other connections (DROP DATABASE, CREATE
+    /// DATABASE ... TEMPLATE, ...) stop it first, as PostgreSQL stops autovacuum workers.
+    pub compactor_pid: std::sync::atomic::AtomicI32,
+    pub compactor_db: AtomicU32,
 }
 
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();

@@ -201,6 +201,11 @@ unsafe extern "C-unwind" fn process_utility(
         if !node.is_null() && (*node).type_ == pg_sys::NodeTag::T_CreatedbStmt {
             refuse_template_with_scoot_rows(node as *mut pg_sys::CreatedbStmt);
         }
+        if !node.is_null() {
+            for db in databases_needing_no_connections(node) {
+                stop_compactor_in(&db);
+            }
+        }
         // every utility statement passes here: its errors must reach the client unchanged
         crate::ffi::guard::catch(|| match PREV_PROCESS_UTILITY {
             Some(prev) => prev(
@@ -244,6 +249,86 @@ unsafe extern "C-unwind" fn process_utility(
 
 /// CREATE DATABASE copies a template's relation files, not the scoot rows in the arena: refuse
 /// when the template has scoot tables with rows (empty ones are fine: the copies start empty).
+/// The databases a statement needs without other connections (PostgreSQL's
+/// `CountOtherDBBackends` callers): DROP DATABASE, CREATE DATABASE's template, ALTER DATABASE
+/// ... RENAME / SET TABLESPACE.
+unsafe fn databases_needing_no_connections(node: *mut pg_sys::Node) -> Vec<String> {
+    unsafe {
+        let s = |p: *const std::ffi::c_char| {
+            (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
+        };
+        // the value of option `name` in a DefElem list
+        let opt = |opts: *mut pg_sys::List, name: &[u8]| -> Option<String> {
+            if opts.is_null() {
+                return None;
+            }
+            (0..(*opts).length as usize).find_map(|k| {
+                let d = (*(*opts).elements.add(k)).ptr_value as *mut pg_sys::DefElem;
+                (std::ffi::CStr::from_ptr((*d).defname).to_bytes() == name && !(*d).arg.is_null())
+                    .then(|| s(pg_sys::defGetString(d)))
+                    .flatten()
+            })
+        };
+        match (*node).type_ {
+            pg_sys::NodeTag::T_DropdbStmt => s((*(node as *mut pg_sys::DropdbStmt)).dbname)
+                .into_iter()
+                .collect(),
+            pg_sys::NodeTag::T_CreatedbStmt => {
+                vec![
+                    opt((*(node as *mut pg_sys::CreatedbStmt)).options, b"template")
+                        .unwrap_or_else(|| "template1".into()),
+                ]
+            }
+            pg_sys::NodeTag::T_AlterDatabaseStmt => {
+                let a = node as *mut pg_sys::AlterDatabaseStmt;
+                if opt((*a).options, b"tablespace").is_some() {
+                    s((*a).dbname).into_iter().collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            pg_sys::NodeTag::T_RenameStmt => {
+                let r = node as *mut pg_sys::RenameStmt;
+                if (*r).renameType == pg_sys::ObjectType::OBJECT_DATABASE {
+                    s((*r).subname).into_iter().collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Stops the background compactor if it is connected to database `name` (it exits at its next
+/// interrupt check; its transaction rolls back), and waits up to 5 s for it to go, as
+/// PostgreSQL stops autovacuum workers for these statements.
+unsafe fn stop_compactor_in(name: &str) {
+    unsafe {
+        if !crate::storage::arena::is_ready() {
+            return;
+        }
+        let Ok(cname) = std::ffi::CString::new(name) else {
+            return;
+        };
+        let oid = u32::from(pg_sys::get_database_oid(cname.as_ptr(), true));
+        let c = crate::storage::arena::ctl();
+        let pid = c.compactor_pid.load(std::sync::atomic::Ordering::Acquire);
+        if oid == 0 || pid == 0 || c.compactor_db.load(std::sync::atomic::Ordering::Acquire) != oid
+        {
+            return;
+        }
+        libc::kill(pid, libc::SIGTERM);
+        for _ in 0..500 {
+            if c.compactor_pid.load(std::sync::atomic::Ordering::Acquire) != pid {
+                break;
+            }
+            pg_sys::pg_usleep(10_000);
+            pg_sys::check_for_interrupts!();
+        }
+    }
+}
+
 unsafe fn refuse_template_with_scoot_rows(stmt: *mut pg_sys::CreatedbStmt) {
     unsafe {
         if !crate::storage::arena::is_ready() {
