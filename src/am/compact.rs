@@ -32,9 +32,31 @@ use pgrx::prelude::*;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+/// A full block in [`block_fill`]'s unit.
+pub const FULL: u32 = 1000;
+
+/// How full a block is, in thousandths: the larger of its row slots in use and its
+/// variable-length area in use (a block of long values fills its area long before its slots;
+/// judged by slots alone, the blocks the rows move into would look as sparse as the ones they
+/// left, and compaction would go round in circles).
+pub fn block_fill(d: &arena::BlockDesc) -> u32 {
+    use std::sync::atomic::Ordering::Relaxed;
+    let cap = d.capacity.load(Relaxed).max(1) as u64;
+    let slots = (d.hwm.load(Relaxed).saturating_sub(d.nfree.load(Relaxed))) as u64;
+    let bs = arena::block_size() as u64;
+    let fixed_end = d.fixed_end.load(Relaxed) as u64;
+    let area = bs.saturating_sub(fixed_end).max(1);
+    let var_used = bs
+        .saturating_sub(d.var_low.load(Relaxed) as u64)
+        .saturating_sub(d.var_dead.load(Relaxed) as u64);
+    let f = (slots * FULL as u64 / cap).max(var_used * FULL as u64 / area);
+    f.min(FULL as u64) as u32
+}
+
 /// Which blocks to empty: those at most `fill_below` full (live row versions / capacity),
 /// least full first, as long as their rows fit in fewer blocks than they span (a lone sparse
-/// block gains nothing). Input: (local block, slots in use, capacity). Plain logic, unit-tested.
+/// block gains nothing). Input: (local block, fill, capacity) in any one unit (the callers pass
+/// [`block_fill`] and [`FULL`]). Plain logic, unit-tested.
 pub fn pick_sources(blocks: &[(u32, u32, u32)], fill_below: f64) -> Vec<u32> {
     let mut sparse: Vec<(u32, u32, u32)> = blocks
         .iter()
@@ -89,16 +111,7 @@ pub unsafe fn compact_rel(r: pg_sys::Relation, fill_below: f64, only_frozen: boo
                         .load(std::sync::atomic::Ordering::Relaxed)
                         == arena::TEMP_FROZEN
             })
-            .map(|(lb, b)| {
-                let d = arena::block_desc(b);
-                let used = d.hwm.load(std::sync::atomic::Ordering::Relaxed)
-                    - d.nfree.load(std::sync::atomic::Ordering::Relaxed);
-                (
-                    lb,
-                    used,
-                    d.capacity.load(std::sync::atomic::Ordering::Relaxed),
-                )
-            })
+            .map(|(lb, b)| (lb, block_fill(arena::block_desc(b)), FULL))
             .collect();
         let sources = pick_sources(&blocks, fill_below);
         let mut moved = 0i64;

@@ -521,13 +521,12 @@ impl Worker {
             if mc != d.mod_count.load(Ordering::Acquire) || t - since < after_us {
                 continue;
             }
-            let used = d.hwm.load(Ordering::Relaxed) - d.nfree.load(Ordering::Relaxed);
             per.entry(((owner >> 32) as u32, owner as u32))
                 .or_default()
                 .push((
                     d.local.load(Ordering::Relaxed),
-                    used,
-                    d.capacity.load(Ordering::Relaxed),
+                    crate::am::compact::block_fill(d),
+                    crate::am::compact::FULL,
                 ));
         }
         let every = Duration::from_millis((after as u64 * 3).max(10_000));
