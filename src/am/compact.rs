@@ -220,23 +220,10 @@ fn compact_table(rel: pg_sys::Oid, fill_below: f64) -> i64 {
             );
         }
         pg_sys::PreventCommandIfReadOnly(c"scoot.compact()".as_ptr());
-        // like VACUUM: no concurrent DDL, VACUUM or compaction; reads and writes go on
-        let r = pg_sys::table_open(rel, pg_sys::ShareUpdateExclusiveLock as i32);
-        if !crate::am::is_scoot(r) {
-            let name = crate::ffi::rel_name(r);
-            crate::ffi::error_hint(
-                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-                format!("\"{name}\" is not a scoot table"),
-                "scoot.compact moves the rows of tables created USING scoot.",
-            );
-        }
-        if !pg_sys::pg_class_ownercheck(rel, pg_sys::GetUserId()) {
-            pg_sys::aclcheck_error(
-                pg_sys::AclResult::ACLCHECK_NOT_OWNER,
-                pg_sys::get_relkind_objtype((*(*r).rd_rel).relkind),
-                (*(*r).rd_rel).relname.data.as_ptr(),
-            );
-        }
+        let r = crate::am::open_for_maintenance(
+            rel,
+            "scoot.compact moves the rows of tables created USING scoot.",
+        );
         let Summary {
             moved,
             skipped,

@@ -11,22 +11,10 @@ use pgrx::prelude::*;
 fn freeze_table(rel: pg_sys::Oid) -> i64 {
     crate::ensure_preloaded();
     unsafe {
-        let r = pg_sys::table_open(rel, pg_sys::ShareUpdateExclusiveLock as i32);
-        if !crate::am::is_scoot(r) {
-            let name = crate::ffi::rel_name(r);
-            crate::ffi::error_hint(
-                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-                format!("\"{name}\" is not a scoot table"),
-                "scoot.freeze freezes the blocks of tables created USING scoot.",
-            );
-        }
-        if !pg_sys::pg_class_ownercheck(rel, pg_sys::GetUserId()) {
-            pg_sys::aclcheck_error(
-                pg_sys::AclResult::ACLCHECK_NOT_OWNER,
-                pg_sys::get_relkind_objtype((*(*r).rd_rel).relkind),
-                (*(*r).rd_rel).relname.data.as_ptr(),
-            );
-        }
+        let r = crate::am::open_for_maintenance(
+            rel,
+            "scoot.freeze freezes the blocks of tables created USING scoot.",
+        );
         let t = tabledir::resolve(r);
         let horizon = freeze::horizon();
         let (mut frozen, mut not_yet) = (0i64, 0i64);

@@ -66,6 +66,32 @@ pub fn is_scoot(rel: pg_sys::Relation) -> bool {
     unsafe { !rel.is_null() && (*rel).rd_tableam == &raw const SCOOT_ROUTINE }
 }
 
+/// Opens `rel` with ShareUpdateExclusiveLock (as VACUUM: no concurrent DDL, VACUUM or
+/// maintenance function; reads and writes go on) for a maintenance function such as
+/// `scoot.freeze` or `scoot.compact`: errors unless it is a scoot table (`hint` says what the
+/// function does) owned by the current user.
+pub unsafe fn open_for_maintenance(rel: pg_sys::Oid, hint: &str) -> pg_sys::Relation {
+    unsafe {
+        let r = pg_sys::table_open(rel, pg_sys::ShareUpdateExclusiveLock as i32);
+        if !is_scoot(r) {
+            let name = ffi::rel_name(r);
+            ffi::error_hint(
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                format!("\"{name}\" is not a scoot table"),
+                hint,
+            );
+        }
+        if !pg_sys::pg_class_ownercheck(rel, pg_sys::GetUserId()) {
+            pg_sys::aclcheck_error(
+                pg_sys::AclResult::ACLCHECK_NOT_OWNER,
+                pg_sys::get_relkind_objtype((*(*r).rd_rel).relkind),
+                (*(*r).rd_rel).relname.data.as_ptr(),
+            );
+        }
+        r
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn slot_callbacks(
     _rel: pg_sys::Relation,
