@@ -276,6 +276,30 @@ struct IndexFetch {
     /// copied when the executor asks for them (an index scan usually needs a few of a row's
     /// columns; copying all of them was most of an index nested loop's time)
     batch: *mut super::scan::Holder<crate::storage::batch::Batch>,
+    /// [`set_fetch_columns`] was called (the columns an index scan node reads are known)
+    masked: bool,
+    /// ... and the columns `[0, eager)` hold every one it reads: copied while the chain walk
+    /// holds the block's lock, instead of locking it again when the slot is read
+    eager: usize,
+}
+
+/// Restricts the rows this fetch copies into scoot slots to the columns whose `mask` entry is
+/// set; the others read as NULL. For index scan nodes that project (their scan slot is read by
+/// their own quals and target list only, which is where `mask` comes from: src/exec).
+pub unsafe fn set_fetch_columns(data: *mut pg_sys::IndexFetchTableData, mask: &[bool]) {
+    unsafe {
+        let f = &mut *(data as *mut IndexFetch);
+        if let Some(b) = (*f.batch).st.as_mut() {
+            b.mask = mask.to_vec();
+        }
+        f.masked = true;
+        f.eager = mask.iter().rposition(|&m| m).map(|i| i + 1).unwrap_or(0);
+    }
+}
+
+/// Has [`set_fetch_columns`] been called on this fetch?
+pub unsafe fn fetch_columns_set(data: *mut pg_sys::IndexFetchTableData) -> bool {
+    unsafe { (*(data as *mut IndexFetch)).masked }
 }
 
 /// [`Batch::extend`](crate::storage::batch::Batch) for index fetches: copies more columns of
@@ -313,6 +337,8 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         b.extend = Some(extend_fetched);
         b.ctx = f as *mut c_void;
         (*f).batch = super::scan::new_holder(b);
+        (*f).masked = false;
+        (*f).eager = 0;
         f as *mut pg_sys::IndexFetchTableData
     })
 }
@@ -392,6 +418,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
         }
         let natts = (*(*rel).rd_att).natts as usize;
         let relid = (*rel).rd_id;
+        let (td, eager) = ((*rel).rd_att, f.eager);
         let mut skipping = f.last.is_some();
         let last = f.last;
         let mut dead_prefix = 0u32;
@@ -415,6 +442,9 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
                     let b = &mut *batch;
                     b.reset(l.lb, l.blk.natts().min(natts));
                     b.push(s, h);
+                    if eager > 0 {
+                        b.fill(l.blk, td, eager);
+                    }
                     crate::storage::slot::store_batch_row(slot, batch, 0, tid_of(l.lb, s), relid);
                 } else {
                     super::store_row(rel, l.blk, l.lb, s, slot);

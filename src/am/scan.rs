@@ -440,6 +440,16 @@ pub fn set_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
     st.eager = st.cols.last().map(|&i| i + 1).unwrap_or(0);
 }
 
+/// Restricts the one-row batches of a bitmap heap scan's MVCC reads to the columns whose
+/// `mask` entry is set (the others read as NULL): for bitmap heap scan nodes that project, whose
+/// scan slot only their own quals and target list read.
+pub fn set_bitmap_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
+    let st = state(scan);
+    st.batch.mask = mask.to_vec();
+    // copied under the lock that finds the row (a bitmap scan never enters blocks as a whole)
+    st.eager = mask.iter().rposition(|&m| m).map(|i| i + 1).unwrap_or(0);
+}
+
 /// ScootScan's read (after [`set_columns`]): the next row into PostgreSQL's *virtual* scan slot
 /// (PostgreSQL 15 gives a custom scan no say over its scan slot type; its compiled quals read a
 /// virtual slot's values without asking for them). The columns read are set from the batch,
@@ -1147,6 +1157,9 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
                         let natts = (*st.td).natts as usize;
                         st.batch.reset(b, l.blk.natts().min(natts));
                         st.batch.push(s, l.row(s));
+                        if st.eager > 0 {
+                            st.batch.fill(l.blk, st.td, st.eager);
+                        }
                         let batch: *mut Batch = &mut *st.batch;
                         crate::storage::slot::store_batch_row(
                             slot,

@@ -1093,10 +1093,246 @@ scoot_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
 	set_columns(s);
 }
 
+/*
+ * Plain PostgreSQL scan nodes over scoot tables, adjusted once the executor has set them up:
+ *
+ * - Bitmap heap scans prefetch the pages they are about to visit (posix_fadvise on the
+ *   relation's file, effective_io_concurrency). A scoot table's rows are in the arena, never in
+ *   its file, so that is a wasted system call per block (5% of TPC-H Q17): switched off.
+ * - Index and bitmap heap scans that project read only the columns of their own quals and
+ *   target list from their scan slot (nothing else sees that slot). A scoot row's columns lie in
+ *   as many places of its block, so the fetches are told which columns to copy; the others read
+ *   as NULL. A whole-row reference, or a node that hands its scan slot up unprojected, reads
+ *   every column.
+ *
+ * Subplans and parallel workers (whose ExecutorStart runs this hook too) included.
+ */
+extern void scoot_bitmap_set_columns(TableScanDesc scan, const bool *mask, int natts);
+extern void scoot_index_fetch_set_columns(struct IndexFetchTableData *fetch, const bool *mask, int natts);
+extern bool scoot_index_fetch_columns_set(struct IndexFetchTableData *fetch);
+
+static ExecutorStart_hook_type prev_executor_start = NULL;
+static ExecProcNodeMtd index_scan_exec = NULL;
+
+/* Is `tlist` the physical target list of a relation with `natts` columns (column i at i)? */
+static bool
+is_physical_tlist(List *tlist, int natts)
+{
+	ListCell   *lc;
+	int			i = 0;
+
+	if (list_length(tlist) != natts)
+		return false;
+	foreach(lc, tlist)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+
+		i++;
+		if (te->resjunk || te->resno != i)
+			return false;
+		/* dropped columns are NULL constants */
+		if (IsA(te->expr, Var) ? ((Var *) te->expr)->varattno != i : !IsA(te->expr, Const))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The join whose outer or inner child `target` is (*inner says which), searching `p` and the
+ * plans under it; NULL if `target` is not a join's direct child.
+ */
+static Plan *
+join_parent(Plan *p, Plan *target, bool *inner)
+{
+	ListCell   *lc;
+	Plan	   *r = NULL;
+
+	if (p == NULL)
+		return NULL;
+	if ((IsA(p, NestLoop) || IsA(p, HashJoin) || IsA(p, MergeJoin)) &&
+		(p->lefttree == target || p->righttree == target))
+	{
+		*inner = p->righttree == target;
+		return p;
+	}
+	if ((r = join_parent(p->lefttree, target, inner)) != NULL ||
+		(r = join_parent(p->righttree, target, inner)) != NULL)
+		return r;
+	if (IsA(p, Append))
+		foreach(lc, ((Append *) p)->appendplans)
+			if ((r = join_parent(lfirst(lc), target, inner)) != NULL)
+				return r;
+	if (IsA(p, MergeAppend))
+		foreach(lc, ((MergeAppend *) p)->mergeplans)
+			if ((r = join_parent(lfirst(lc), target, inner)) != NULL)
+				return r;
+	if (IsA(p, SubqueryScan))
+		return join_parent(((SubqueryScan *) p)->subplan, target, inner);
+	if (IsA(p, CustomScan))
+		foreach(lc, ((CustomScan *) p)->custom_plans)
+			if ((r = join_parent(lfirst(lc), target, inner)) != NULL)
+				return r;
+	return NULL;
+}
+
+/*
+ * The columns (by attribute number - 1) that anything reads from scan node `ps`'s scan slot;
+ * NULL: all of them (or no saving). `more1`, `more2`: the node's expressions besides its quals
+ * and target list (index quals for rechecks, ORDER BY). A node that projects: its own
+ * expressions. A node that hands its scan slot up unprojected (a physical target list) to a
+ * join, which always projects: its quals and the join's expressions on that side. Anything
+ * else (a Hash, Sort or Material above, which copy the slot for later readers): every column.
+ */
+static bool *
+node_columns(PlanState *ps, Index scanrelid, List *more1, List *more2, int natts)
+{
+	Plan	   *plan = ps->plan;
+	Bitmapset  *attrs = NULL;
+	bool	   *mask;
+	int			k = -1;
+
+	if (ps->ps_ProjInfo == NULL)
+	{
+		Plan	   *parent = NULL;
+		bool		inner = false;
+		PlannedStmt *ps_stmt = ps->state->es_plannedstmt;
+		ListCell   *lc;
+		Index		side;
+
+		if (!is_physical_tlist(plan->targetlist, natts) || ps_stmt == NULL)
+			return NULL;
+		parent = join_parent(ps_stmt->planTree, plan, &inner);
+		if (parent == NULL)
+			foreach(lc, ps_stmt->subplans)
+				if ((parent = join_parent(lfirst(lc), plan, &inner)) != NULL)
+					break;
+		if (parent == NULL)
+			return NULL;
+		side = inner ? INNER_VAR : OUTER_VAR;
+		pull_varattnos((Node *) parent->targetlist, side, &attrs);
+		pull_varattnos((Node *) parent->qual, side, &attrs);
+		pull_varattnos((Node *) ((Join *) parent)->joinqual, side, &attrs);
+		if (IsA(parent, NestLoop))
+			foreach(lc, ((NestLoop *) parent)->nestParams)
+				pull_varattnos((Node *) ((NestLoopParam *) lfirst(lc))->paramval, side, &attrs);
+		else if (IsA(parent, HashJoin))
+		{
+			/* the inner side is a Hash node, never this scan */
+			pull_varattnos((Node *) ((HashJoin *) parent)->hashclauses, side, &attrs);
+			pull_varattnos((Node *) ((HashJoin *) parent)->hashkeys, side, &attrs);
+		}
+		else
+			pull_varattnos((Node *) ((MergeJoin *) parent)->mergeclauses, side, &attrs);
+		/* the join's Vars number the scan's physical target list: attribute numbers */
+		pull_varattnos((Node *) plan->qual, scanrelid, &attrs);
+	}
+	else
+	{
+		pull_varattnos((Node *) plan->targetlist, scanrelid, &attrs);
+		pull_varattnos((Node *) plan->qual, scanrelid, &attrs);
+	}
+	pull_varattnos((Node *) more1, scanrelid, &attrs);
+	pull_varattnos((Node *) more2, scanrelid, &attrs);
+	if (bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, attrs))
+		return NULL;
+	mask = palloc0(sizeof(bool) * Max(natts, 1));
+	while ((k = bms_next_member(attrs, k)) >= 0)
+	{
+		int			attno = k + FirstLowInvalidHeapAttributeNumber;
+
+		if (attno > 0 && attno <= natts)
+			mask[attno - 1] = true;
+	}
+	bms_free(attrs);
+	return mask;
+}
+
+/* ExecIndexScan, then (once its scan exists: it is begun lazily) the fetch's columns */
+static TupleTableSlot *
+scoot_index_scan_exec(PlanState *ps)
+{
+	IndexScanState *n = (IndexScanState *) ps;
+	TupleTableSlot *r = index_scan_exec(ps);
+
+	if (n->iss_ScanDesc != NULL && n->iss_ScanDesc->xs_heapfetch != NULL &&
+		!scoot_index_fetch_columns_set(n->iss_ScanDesc->xs_heapfetch))
+	{
+		IndexScan  *plan = (IndexScan *) ps->plan;
+		int			natts = RelationGetDescr(n->ss.ss_currentRelation)->natts;
+		bool	   *mask = node_columns(ps, plan->scan.scanrelid,
+										plan->indexqualorig, plan->indexorderbyorig, natts);
+
+		if (mask == NULL)
+		{
+			mask = palloc(sizeof(bool) * Max(natts, 1));
+			memset(mask, true, sizeof(bool) * Max(natts, 1));
+		}
+		scoot_index_fetch_set_columns(n->iss_ScanDesc->xs_heapfetch, mask, natts);
+		pfree(mask);
+	}
+	return r;
+}
+
+static bool
+adjust_scan_nodes(PlanState *ps, void *context)
+{
+	if (ps == NULL)
+		return false;
+	if (IsA(ps, BitmapHeapScanState))
+	{
+		BitmapHeapScanState *b = (BitmapHeapScanState *) ps;
+		Relation	rel = b->ss.ss_currentRelation;
+
+		if (rel != NULL && scoot_relation_is_scoot(rel))
+		{
+			b->prefetch_maximum = 0;
+			if (b->ss.ss_currentScanDesc != NULL)
+			{
+				BitmapHeapScan *plan = (BitmapHeapScan *) ps->plan;
+				int			natts = RelationGetDescr(rel)->natts;
+				bool	   *mask = node_columns(ps, plan->scan.scanrelid,
+												plan->bitmapqualorig, NIL, natts);
+
+				if (mask != NULL)
+				{
+					scoot_bitmap_set_columns(b->ss.ss_currentScanDesc, mask, natts);
+					pfree(mask);
+				}
+			}
+		}
+	}
+	else if (IsA(ps, IndexScanState))
+	{
+		IndexScanState *n = (IndexScanState *) ps;
+
+		if (n->ss.ss_currentRelation != NULL && scoot_relation_is_scoot(n->ss.ss_currentRelation))
+		{
+			if (index_scan_exec == NULL)
+				index_scan_exec = ps->ExecProcNodeReal;
+			if (ps->ExecProcNodeReal == index_scan_exec)
+				ps->ExecProcNodeReal = scoot_index_scan_exec;
+		}
+	}
+	return planstate_tree_walker(ps, adjust_scan_nodes, context);
+}
+
+static void
+scoot_scan_nodes_executor_start(QueryDesc *qd, int eflags)
+{
+	if (prev_executor_start)
+		prev_executor_start(qd, eflags);
+	else
+		standard_ExecutorStart(qd, eflags);
+	if (qd->planstate != NULL && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		adjust_scan_nodes(qd->planstate, NULL);
+}
+
 void
 scoot_install_custom_scan(void)
 {
 	RegisterCustomScanMethods(&scoot_scan_methods);
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = scoot_scan_nodes_executor_start;
 	prev_set_rel_pathlist = set_rel_pathlist_hook;
 	set_rel_pathlist_hook = scoot_set_rel_pathlist;
 }

@@ -59,6 +59,40 @@ pub unsafe extern "C" fn scoot_scan_set_columns(
     }
 }
 
+/// A bitmap heap scan of a scoot table reads only the columns whose `mask` entry is set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_bitmap_set_columns(
+    scan: pg_sys::TableScanDesc,
+    mask: *const bool,
+    natts: i32,
+) {
+    unsafe {
+        let m = std::slice::from_raw_parts(mask, natts.max(0) as usize);
+        am::scan::set_bitmap_columns(scan, m);
+    }
+}
+
+/// An index scan's fetches from a scoot table read only the columns whose `mask` entry is set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_index_fetch_set_columns(
+    fetch: *mut pg_sys::IndexFetchTableData,
+    mask: *const bool,
+    natts: i32,
+) {
+    unsafe {
+        let m = std::slice::from_raw_parts(mask, natts.max(0) as usize);
+        am::index::set_fetch_columns(fetch, m);
+    }
+}
+
+/// Has [`scoot_index_fetch_set_columns`] been called on `fetch`?
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_index_fetch_columns_set(
+    fetch: *mut pg_sys::IndexFetchTableData,
+) -> bool {
+    unsafe { am::index::fetch_columns_set(fetch) }
+}
+
 /// The next row (in direction `forward`) of a ScootScan into its virtual scan slot; false at
 /// the end.
 #[unsafe(no_mangle)]

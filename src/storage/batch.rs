@@ -27,6 +27,21 @@ use std::ffi::c_void;
 /// Adds columns `[batch.ncols(), need)` to `batch` (the scan re-reads its block).
 pub type ExtendFn = unsafe fn(ctx: *mut c_void, batch: &mut Batch, need: usize);
 
+/// Fewer rows than this are converted value by value (see [`Batch::fill_memo`]).
+const MEMO_MIN_ROWS: usize = 16;
+/// Up to this many rows, [`Batch::fill`] prefetches the cells it is about to read.
+const PREFETCH_MAX_ROWS: usize = 4;
+
+#[inline(always)]
+fn prefetch_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 pub struct Batch {
     /// local block the rows come from
     pub lb: u32,
@@ -146,11 +161,14 @@ impl Batch {
     /// `b` is the block the rows were collected from, `td` the relation's tuple descriptor.
     pub unsafe fn fill(&mut self, b: BlockRef, td: pg_sys::TupleDesc, need: usize) {
         let need = need.min(self.block_natts);
+        if self.rows.len() <= PREFETCH_MAX_ROWS && need > self.ncols + 1 {
+            self.prefetch(b, need);
+        }
         for i in self.ncols..need {
             let c = b.col(i);
             self.vals.reserve(self.rows.len());
             self.nulls.reserve(self.rows.len());
-            if !self.mask.is_empty() && !self.mask.get(i).copied().unwrap_or(true) {
+            if !self.reads(i) {
                 let n = self.rows.len();
                 self.vals
                     .resize(self.vals.len() + n, pg_sys::Datum::from(0usize));
@@ -159,8 +177,12 @@ impl Batch {
             }
             match c.kind {
                 KIND_FIXED if c.byval != 0 => self.fill_byval(b, c),
-                KIND_DEC64 | KIND_DEC128 => unsafe { self.fill_memo(b, c, row::short_ok(td, i)) },
-                KIND_CHARN if c.width <= 16 => unsafe {
+                // the memo costs a few KiB of set-up: only worth it for a block's rows, not
+                // for the one row of an index fetch
+                KIND_DEC64 | KIND_DEC128 if self.rows.len() >= MEMO_MIN_ROWS => unsafe {
+                    self.fill_memo(b, c, row::short_ok(td, i))
+                },
+                KIND_CHARN if c.width <= 16 && self.rows.len() >= MEMO_MIN_ROWS => unsafe {
                     self.fill_memo(b, c, row::short_ok(td, i))
                 },
                 _ => unsafe { self.fill_any(b, c, row::short_ok(td, i)) },
@@ -169,6 +191,41 @@ impl Batch {
         if need > self.ncols {
             self.ncols = need;
         }
+    }
+
+    /// Index fetches read one row, whose columns lie in as many places of the block (each one a
+    /// cache miss on a cold block, where a heap tuple is one or two lines): asks for all of them
+    /// at once, then for the variable-length payloads the entries point at, so the misses
+    /// overlap instead of queueing one behind the other.
+    fn prefetch(&self, b: BlockRef, need: usize) {
+        for i in self.ncols..need {
+            let c = b.col(i);
+            if c.kind == crate::storage::block::KIND_ABSENT || !self.reads(i) {
+                continue;
+            }
+            for &s in &self.rows {
+                prefetch_line(b.value_ptr(c, s));
+                prefetch_line(unsafe { b.base.add(c.bitmap_off as usize + (s as usize >> 3)) });
+            }
+        }
+        for i in self.ncols..need {
+            let c = b.col(i);
+            if c.kind != crate::storage::block::KIND_VAR || !self.reads(i) {
+                continue;
+            }
+            for &s in &self.rows {
+                if b.is_valid(c, s) {
+                    let (off, _) = b.var_entry(c, s);
+                    prefetch_line(unsafe { b.base.add(off as usize) });
+                }
+            }
+        }
+    }
+
+    /// Is column `i` read (see `mask`)?
+    #[inline]
+    fn reads(&self, i: usize) -> bool {
+        self.mask.is_empty() || self.mask.get(i).copied().unwrap_or(true)
     }
 
     /// A new buffer of at least `bytes` bytes for by-reference values (stable address).
