@@ -89,5 +89,33 @@ RESET ALL; SET jit = off;
 SELECT same($$SELECT * FROM TBL$$);
 SELECT same($$SELECT k, q, t FROM TBL WHERE k IN (SELECT k FROM drv)$$);
 
+-- the same kinds of plans reading an OLAP snapshot image (scoot.olap): index and bitmap
+-- fetches from the image copy the same columns
+CREATE FUNCTION reads_image(q text) RETURNS bool LANGUAGE plpgsql AS $$
+DECLARE l text;
+BEGIN
+  FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || replace(q, 'TBL', 'fc') LOOP
+    IF l LIKE '%Scoot Snapshot:%' THEN RETURN true; END IF;
+  END LOOP;
+  RETURN false;
+END $$;
+BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
+SET LOCAL scoot.olap = on;
+SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+SELECT reads_image($$SELECT d.tag, f.q, f.t FROM drv d JOIN TBL f ON f.k = d.k WHERE f.d > '2001-01-01'$$);
+SELECT same($$SELECT d.tag, f.q, f.t FROM drv d JOIN TBL f ON f.k = d.k WHERE f.d > '2001-01-01'$$);
+SELECT same($$SELECT d.tag, f.z, f.w, f.code FROM drv d JOIN TBL f ON f.k = d.k AND f.flag <> d.tag$$);
+SELECT same($$SELECT d.tag, f FROM drv d JOIN TBL f ON f.k = d.k$$);
+SELECT same($$SELECT d.k, (SELECT sum(q) FROM TBL f WHERE f.a = d.a AND f.z = 3) FROM drv d$$);
+SET LOCAL enable_bitmapscan = on; SET LOCAL enable_indexscan = off;
+SELECT same($$SELECT d.tag, f.q, f.code FROM drv d JOIN TBL f ON f.a = d.a AND f.k < 900$$);
+SELECT same($$SELECT sum(q), count(t), min(code) FROM TBL WHERE a IN (3, 5, 77) AND d < '2004-01-01'$$);
+COMMIT;
+-- the images this test read are released before the next test (older images hold back the
+-- horizon that VACUUM and scoot.freeze work to)
+DO $$ BEGIN FOR i IN 1..200 LOOP EXIT WHEN NOT EXISTS (SELECT FROM scoot.snapshots WHERE state <> 'newest'); PERFORM pg_sleep(0.05); END LOOP; END $$;
+
 DROP FUNCTION same(text);
+DROP FUNCTION reads_image(text);
 DROP TABLE fc, fh, drv;

@@ -542,9 +542,26 @@ unsafe fn fetch_image_ready(
         };
         ffi::pgstat_count_pages_hit(rel, 1);
         let snap = s.image.snap;
+        // the columns the plan reads are known: a one-row batch with just those (the others
+        // NULL), filled now from the image's block, never extended later
+        let batch: *mut crate::storage::batch::Batch = (*f.batch).st;
+        let lazy = f.masked && (*slot).tts_ops == crate::storage::slot::ops();
+        if lazy {
+            ffi::exec_clear_tuple(slot);
+        }
+        let (td, relid) = ((*rel).rd_att, (*rel).rd_id);
+        let natts = (*td).natts as usize;
         let found = super::snapread::walk_chain(s, rb, rs, |lb, blk, sl, h| {
             if mvcc::visible(h, snap) {
-                super::store_row(rel, blk, lb, sl, slot);
+                if lazy {
+                    let b = &mut *batch;
+                    b.reset(lb, blk.natts().min(natts));
+                    b.push(sl, h);
+                    b.fill(blk, td, natts);
+                    crate::storage::slot::store_batch_row(slot, batch, 0, tid_of(lb, sl), relid);
+                } else {
+                    super::store_row(rel, blk, lb, sl, slot);
+                }
                 true
             } else {
                 false

@@ -1137,6 +1137,25 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
             if let Some(im) = st.img.as_mut() {
                 if let Some((blk, hwm)) = im.cached(b) {
                     if s < hwm && blk.row(s).state() == ST_NORMAL {
+                        if st.eager > 0 && (*slot).tts_ops == crate::storage::slot::ops() {
+                            // the columns the plan reads (see `set_bitmap_columns`), all of
+                            // them now: the batch is never extended from the image later
+                            ffi::exec_clear_tuple(slot);
+                            let natts = (*st.td).natts as usize;
+                            st.batch.reset(b, blk.natts().min(natts));
+                            st.batch.push(s, blk.row(s));
+                            st.batch.fill(blk, st.td, natts);
+                            let batch: *mut Batch = &mut *st.batch;
+                            crate::storage::slot::store_batch_row(
+                                slot,
+                                batch,
+                                0,
+                                crate::storage::tid_of(b, s),
+                                (*rel).rd_id,
+                            );
+                            ffi::pgstat_count_fetch(rel);
+                            return true;
+                        }
                         super::store_row(rel, blk, b, s, slot);
                         ffi::pgstat_count_fetch(rel);
                         return true;
