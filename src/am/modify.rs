@@ -302,6 +302,9 @@ pub unsafe extern "C-unwind" fn tuple_update(
         *lockmode = mode;
         pg_sys::MultiXactIdSetOldestMember();
         let xid = my_xid();
+        // marking the old version, placing the new one (often in the same block) and linking
+        // them: one WAL record for the old version's block (`changes::defer`)
+        let mut defer = crate::storage::modify::DeferLog::new(t, lb);
         let (_tuple_lock, carry, oldtup, old_external) =
             match locking::acquire_for_write(rel, t, lb, s, cid, mode, false, wait, tmfd) {
                 Outcome::Ok(a) => {
@@ -356,6 +359,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
             }
         }
         let new_tid = tid_of(nb, ns);
+        defer.finish();
         let late = match storage::lock(t, lb, true) {
             Some(l) => {
                 storage::link_next(&l, s, (ffi::tid_page(&new_tid), new_tid.ip_posid), hot);

@@ -683,36 +683,31 @@ impl BlockRef {
     pub fn free_word_ptr(&self, slot: u32) -> *const u8 {
         self.free_word(slot / 64) as *const u8
     }
-    /// The free map's bytes (for snapshot page preservation before it changes).
-    #[inline]
-    pub fn free_map_range(&self, capacity: u32) -> (*const u8, usize) {
-        (
-            self.free_word(0) as *const u8,
-            capacity.div_ceil(64) as usize * 8,
-        )
-    }
     /// Marks `slot` free for reuse.
     #[inline]
     pub fn mark_free(&self, slot: u32) {
         unsafe { *self.free_word(slot / 64) |= 1u64 << (slot % 64) }
     }
-    /// Takes the lowest free slot below `hwm`, searching from 64-slot word `from`. Returns the
-    /// slot and the word to start the next search from.
-    pub fn take_lowest_free(&self, hwm: u32, from: u32) -> Option<(u32, u32)> {
+    /// The lowest free slot below `hwm`, searching from 64-slot word `from` (nothing changes:
+    /// the caller announces the word, then [`BlockRef::take_free`]s the slot). Returns the slot
+    /// and the word to start the next search from.
+    pub fn lowest_free(&self, hwm: u32, from: u32) -> Option<(u32, u32)> {
         for w in from..hwm.div_ceil(64) {
-            let p = self.free_word(w);
-            let bits = unsafe { *p };
+            let bits = unsafe { *self.free_word(w) };
             if bits != 0 {
-                let bit = bits.trailing_zeros();
-                let slot = w * 64 + bit;
+                let slot = w * 64 + bits.trailing_zeros();
                 if slot >= hwm {
                     return None;
                 }
-                unsafe { *p = bits & !(1u64 << bit) };
                 return Some((slot, w));
             }
         }
         None
+    }
+    /// Marks free `slot` used.
+    #[inline]
+    pub fn take_free(&self, slot: u32) {
+        unsafe { *self.free_word(slot / 64) &= !(1u64 << (slot % 64)) }
     }
     /// Total variable-length bytes a slot holds.
     pub fn var_bytes(&self, slot: u32) -> u32 {

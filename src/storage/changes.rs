@@ -75,9 +75,65 @@ pub fn take_conflict() -> u32 {
     unsafe { std::mem::replace(&mut *(&raw mut CONFLICT_XID), 0) }
 }
 
-/// Starts collecting the changes of arena block `b`.
+/// The arena block whose captures are stashed instead of logged when its lock is released (see
+/// [`defer`]; `u32::MAX`: none).
+static mut DEFER_BLOCK: u32 = u32::MAX;
+/// Stashed changes: (table, local block, arena block, ranges).
+static mut STASH: Vec<(TableRef, u32, u32, Vec<(u32, u32)>)> = Vec::new();
+
+/// From now until [`undefer`], the changes made under exclusive locks of arena block `b` are
+/// not logged when the lock is released but kept, and go into the WAL record of the next
+/// exclusive lock of `b` by this backend. An UPDATE marks its old version, places the new one
+/// (often in the same block) and then links the old version to it: three lock sessions on the
+/// old version's block, one WAL record. Only for changes that nobody else depends on before
+/// that record is written: the old version's xmax, set by a transaction that has not
+/// committed (a crash before the record loses only that uncommitted mark; a checkpoint image
+/// that holds it is followed by the record that repeats it).
+pub fn defer(b: u32) {
+    unsafe { DEFER_BLOCK = b }
+}
+
+/// Ends [`defer`]: the next exclusive lock of the block logs what was kept.
+pub fn undefer() {
+    unsafe { DEFER_BLOCK = u32::MAX }
+}
+
+/// Are the changes of arena block `b` being deferred?
+#[inline]
+pub fn deferring(b: u32) -> bool {
+    unsafe { DEFER_BLOCK == b }
+}
+
+/// Keeps the changed `ranges` of a deferred block (its lock is being released).
+pub fn stash(t: TableRef, lb: u32, b: u32, ranges: Vec<(u32, u32)>) {
+    unsafe {
+        let st = &mut *(&raw mut STASH);
+        if let Some(e) = st.iter_mut().find(|e| e.2 == b) {
+            e.3.extend_from_slice(&ranges);
+        } else {
+            st.push((t, lb, b, ranges));
+        }
+    }
+}
+
+/// The blocks with kept changes: (table, local block, arena block).
+pub fn stashed() -> Vec<(TableRef, u32, u32)> {
+    unsafe { (*(&raw const STASH)).iter().map(|e| (e.0, e.1, e.2)).collect() }
+}
+
+/// Forgets the kept changes of arena block `b` (the block is gone).
+pub fn drop_stash(b: u32) {
+    unsafe { (*(&raw mut STASH)).retain(|e| e.2 != b) }
+}
+
+/// Starts collecting the changes of arena block `b` (with those kept for it, see [`defer`]).
 pub fn begin(b: u32) {
     unsafe {
+        let st = &mut *(&raw mut STASH);
+        let kept = match st.iter().position(|e| e.2 == b) {
+            Some(i) => st.swap_remove(i).3,
+            None => Vec::new(),
+        };
         let active = &mut *(&raw mut ACTIVE);
         let before = if CHECK.map(|f| f()).unwrap_or(false) {
             let p = arena::block_ptr(b);
@@ -87,7 +143,7 @@ pub fn begin(b: u32) {
         };
         active.push(Capture {
             block: b,
-            ranges: Vec::new(),
+            ranges: kept,
             before,
         });
         NACTIVE = active.len();
@@ -156,6 +212,7 @@ pub fn reset() {
         (*(&raw mut ACTIVE)).clear();
         NACTIVE = 0;
         CONFLICT_XID = 0;
+        DEFER_BLOCK = u32::MAX;
     }
 }
 

@@ -66,10 +66,49 @@ impl Drop for Locked {
                 );
             }
             if !ranges.is_empty() {
-                if let Some(f) = unsafe { changes::LOG_BLOCK } {
+                if conflict == 0 && changes::deferring(self.ab) {
+                    changes::stash(t, self.lb, self.ab, ranges);
+                } else if let Some(f) = unsafe { changes::LOG_BLOCK } {
                     f(t, self.lb, self.ab, &ranges, conflict);
                 }
             }
+        }
+    }
+}
+
+/// Defers the WAL of block `lb` of `t` (see [`changes::defer`]) until [`DeferLog::finish`] or
+/// the guard's drop (also on an error), which log what is still kept under the block's
+/// exclusive lock.
+pub struct DeferLog(bool);
+
+impl DeferLog {
+    pub fn new(t: TableRef, lb: u32) -> DeferLog {
+        match tabledir::arena_block(t, lb) {
+            Some(ab) if changes::logging() && t.logged() => {
+                changes::defer(ab);
+                DeferLog(true)
+            }
+            _ => DeferLog(false),
+        }
+    }
+
+    /// Stops deferring: the next exclusive lock of the block logs the kept changes.
+    pub fn finish(&mut self) {
+        if self.0 {
+            changes::undefer();
+            self.0 = false;
+        }
+    }
+}
+
+impl Drop for DeferLog {
+    fn drop(&mut self) {
+        self.finish();
+        // normally the caller's last lock of the block logged everything
+        for (t, lb, ab) in changes::stashed() {
+            drop(lock(t, lb, true));
+            // pulled into that lock's record, or stale (the block is gone)
+            changes::drop_stash(ab);
         }
     }
 }
@@ -250,11 +289,17 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
         d.var_dead.store(0, Ordering::Relaxed);
     }
     let reuse = if d.nfree.load(Ordering::Relaxed) > 0 {
-        let (fm, fm_len) = l.blk.free_map_range(d.capacity.load(Ordering::Relaxed));
-        cow::before_write(fm, fm_len);
-        l.blk
-            .take_lowest_free(l.hwm(), d.free_hint.load(Ordering::Relaxed))
-            .or_else(|| l.blk.take_lowest_free(l.hwm(), 0))
+        let found = l
+            .blk
+            .lowest_free(l.hwm(), d.free_hint.load(Ordering::Relaxed))
+            .or_else(|| l.blk.lowest_free(l.hwm(), 0));
+        if let Some((s, _)) = found {
+            // only the free map's word of that slot changes (announcing the whole map put
+            // ~1 kB into every insert's WAL record)
+            cow::before_write(l.blk.free_word_ptr(s), 8);
+            l.blk.take_free(s);
+        }
+        found
     } else {
         None
     };

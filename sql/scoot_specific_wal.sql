@@ -1,0 +1,57 @@
+-- scoot_specific_wal: what the scoot WAL records for row changes (pg_walinspect names them:
+-- resource manager pg_scoot, record types BLOCK, CONFLICT, FREE, ...), and the developer self
+-- check scoot.wal_check, which reports any block byte a change wrote without logging it.
+--
+-- An UPDATE marks the old version, places the new one and links them: three exclusive lock
+-- sessions on the old version's block, but one BLOCK record for it (the first two are kept
+-- and logged with the link, src/storage/changes.rs `defer`); an INSERT's free-slot reuse logs
+-- the one word of the free map it changes, not the map.
+SET client_min_messages = notice;
+CREATE EXTENSION IF NOT EXISTS pg_walinspect;
+SET scoot.wal_check = on;
+
+CREATE TABLE wt (id int PRIMARY KEY, v int, pad text) USING scoot;
+INSERT INTO wt SELECT i, i, 'p' || i FROM generate_series(1, 100) i;
+-- the pg_scoot records a statement wrote: its start LSN, the statement (committed, so its WAL
+-- is flushed and readable), then pg_get_wal_records_info from there
+\set walrecs 'SELECT record_type, count(*) AS n, max(record_length) < 400 AS small FROM pg_get_wal_records_info(:''a'', pg_current_wal_flush_lsn()) WHERE resource_manager = ''pg_scoot'' GROUP BY 1 ORDER BY 1'
+
+-- a HOT update within one block: one BLOCK record
+SELECT pg_current_wal_insert_lsn() AS a \gset
+UPDATE wt SET v = v + 1 WHERE id = 7;
+:walrecs;
+-- an update of an indexed column, of a long value, a delete, an insert
+SELECT pg_current_wal_insert_lsn() AS a \gset
+UPDATE wt SET id = 1007 WHERE id = 8;
+:walrecs;
+SELECT pg_current_wal_insert_lsn() AS a \gset
+UPDATE wt SET pad = repeat('x', 3000) WHERE id = 9;
+:walrecs;
+SELECT pg_current_wal_insert_lsn() AS a \gset
+DELETE FROM wt WHERE id = 10;
+:walrecs;
+SELECT pg_current_wal_insert_lsn() AS a \gset
+INSERT INTO wt VALUES (2000, 1, 'new');
+:walrecs;
+-- ten rows of one block: ten records (one per row's update)
+SELECT pg_current_wal_insert_lsn() AS a \gset
+UPDATE wt SET v = v + 1 WHERE id BETWEEN 20 AND 29;
+:walrecs;
+-- an update of a row this transaction locked first (the lock, then the update)
+SELECT pg_current_wal_insert_lsn() AS a \gset
+BEGIN;
+SELECT id FROM wt WHERE id = 30 FOR SHARE;
+UPDATE wt SET v = 0 WHERE id = 30;
+COMMIT;
+:walrecs;
+-- an update that fails on the unique index after marking the old version (its record is
+-- written when the statement unwinds), then a rolled-back one: nothing is lost
+UPDATE wt SET id = 12 WHERE id = 11;
+BEGIN;
+UPDATE wt SET v = -1 WHERE id BETWEEN 40 AND 45;
+ROLLBACK;
+SELECT count(*), sum(v), sum(length(pad)) FROM wt;
+SELECT id, v, length(pad) FROM wt WHERE id IN (7, 9, 11, 12, 30, 40, 1007, 2000) ORDER BY id;
+
+DROP TABLE wt;
+RESET scoot.wal_check;
