@@ -101,6 +101,7 @@ BEGIN
 END $$;
 BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
 SET LOCAL scoot.olap = on;
+SHOW scoot.snapshot_fetch_cache;
 SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off;
 SET LOCAL enable_bitmapscan = off;
 SELECT reads_image($$SELECT d.tag, f.q, f.t FROM drv d JOIN TBL f ON f.k = d.k WHERE f.d > '2001-01-01'$$);

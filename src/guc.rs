@@ -25,6 +25,9 @@ pub static COMPACT_BELOW: GucSetting<f64> = GucSetting::<f64>::new(0.5);
 /// often (s) while scoot tables change, so crash recovery replays and the server keeps only the
 /// WAL since then; 0: images only at a clean shutdown (sighup).
 pub static CHECKPOINT_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(300);
+/// `scoot.snapshot_fetch_cache`: memory an index or bitmap scan of an OLAP snapshot may hold in
+/// private copies of blocks changed since the snapshot, MB (user).
+pub static SNAPSHOT_FETCH_CACHE_MB: GucSetting<i32> = GucSetting::<i32>::new(128);
 /// `scoot.snapshot_memory`: pre-image memory for snapshots, MB (postmaster).
 pub static SNAPSHOT_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(256);
 /// `scoot.snapshot_method`: uffd | software | copy (postmaster).
@@ -186,6 +189,16 @@ pub fn define() {
         1,
         1 << 20,
         GucContext::Postmaster,
+        GucFlags::UNIT_MB,
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.snapshot_fetch_cache",
+        c"Memory an index or bitmap scan of an OLAP snapshot may use for copies of changed blocks.",
+        c"A row fetched from a block that changed since the snapshot is read from a private copy of the block as the snapshot saw it; each scan keeps up to this much of them (at least 4 blocks). Too little for the blocks a nested loop visits makes it copy a block per row.",
+        &SNAPSHOT_FETCH_CACHE_MB,
+        1,
+        1 << 20,
+        GucContext::Userset,
         GucFlags::UNIT_MB,
     );
     GucRegistry::define_string_guc(

@@ -289,6 +289,8 @@ impl Default for BlockBuf {
 pub struct BlockCache {
     bufs: Vec<BlockBuf>,
     clock: Vec<u64>,
+    /// arena block -> index in `bufs`
+    index: std::collections::HashMap<u32, usize>,
     tick: u64,
     cap: usize,
 }
@@ -298,13 +300,14 @@ impl BlockCache {
         BlockCache {
             bufs: Vec::new(),
             clock: Vec::new(),
+            index: std::collections::HashMap::new(),
             tick: 0,
             cap,
         }
     }
     /// The cached copy of arena block `ab`, if there is one.
     pub fn peek(&mut self, ab: u32) -> Option<BlockRef> {
-        let i = self.bufs.iter().position(|b| b.ab == ab)?;
+        let i = *self.index.get(&ab)?;
         self.tick += 1;
         self.clock[i] = self.tick;
         Some(self.bufs[i].blk())
@@ -312,7 +315,7 @@ impl BlockCache {
     /// The block ref of arena block `ab` as `img` saw it.
     pub fn get(&mut self, img: &Image, ab: u32) -> BlockRef {
         self.tick += 1;
-        if let Some(i) = self.bufs.iter().position(|b| b.ab == ab) {
+        if let Some(&i) = self.index.get(&ab) {
             self.clock[i] = self.tick;
             return self.bufs[i].blk();
         }
@@ -321,10 +324,14 @@ impl BlockCache {
             self.clock.push(0);
             self.bufs.len() - 1
         } else {
-            (0..self.bufs.len()).min_by_key(|&i| self.clock[i]).unwrap()
+            // least recently used (a linear pass, only when a block is copied anyway)
+            let i = (0..self.bufs.len()).min_by_key(|&i| self.clock[i]).unwrap();
+            self.index.remove(&self.bufs[i].ab);
+            i
         };
         self.clock[i] = self.tick;
         self.bufs[i].load(img, ab);
+        self.index.insert(ab, i);
         self.bufs[i].blk()
     }
 }
