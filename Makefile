@@ -9,6 +9,7 @@
 #   make bench-olap      OLAP snapshot benchmarks -> bench/results/olap.{md,json} + plots
 #   make bench-analytic  analytic scans heap vs scoot -> bench/results/analytic.{md,json}
 #   make bench-tpch      TPC-H SF1, 22 queries, heap vs scoot -> bench/results/tpch.{md,json}
+#   make bench-ch        CH-benCHmark (go-tpc ch: TPC-C + 22 analytic queries) -> bench/results/ch.{md,json}
 #   make bench-arrow     Arrow export of TPC-H lineitem vs ADBC/ConnectorX/psycopg -> bench/results/arrow.{md,json}
 #   make bench-durability  recovery time (image + WAL, WAL only, clean restart) and image cost -> bench/results/durability.{md,json}
 #   make setup           install the toolchain / packages (scripts/setup.sh)
@@ -20,7 +21,7 @@ PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresq
 export PG_CONFIG
 CARGO ?= cargo
 
-.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-arrow bench-durability setup cluster-start cluster-stop
+.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-ch bench-arrow bench-durability setup cluster-start cluster-stop
 
 all: package
 
@@ -50,6 +51,9 @@ bench-analytic:
 
 bench-tpch:
 	bash scripts/tpch_bench.sh
+
+bench-ch:
+	bash scripts/ch_bench.sh
 
 bench-arrow:
 	bash scripts/arrow_bench.sh
