@@ -416,7 +416,6 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             // the slot lets go of the previous row without copying it (it is replaced)
             ffi::exec_clear_tuple(slot);
         }
-        let natts = (*(*rel).rd_att).natts as usize;
         let relid = (*rel).rd_id;
         let (td, eager) = ((*rel).rd_att, f.eager);
         let mut skipping = f.last.is_some();
@@ -439,13 +438,9 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
             if vis {
                 predicate_lock_row(rel, l.lb, s, h, snapshot);
                 if lazy {
-                    let b = &mut *batch;
-                    b.reset(l.lb, l.blk.natts().min(natts));
-                    b.push(s, h);
-                    if eager > 0 {
-                        b.fill(l.blk, td, eager);
-                    }
-                    crate::storage::slot::store_batch_row(slot, batch, 0, tid_of(l.lb, s), relid);
+                    crate::storage::slot::store_one_row(
+                        slot, batch, l.blk, l.lb, s, h, td, eager, relid,
+                    );
                 } else {
                     super::store_row(rel, l.blk, l.lb, s, slot);
                 }
@@ -554,11 +549,9 @@ unsafe fn fetch_image_ready(
         let found = super::snapread::walk_chain(s, rb, rs, |lb, blk, sl, h| {
             if mvcc::visible(h, snap) {
                 if lazy {
-                    let b = &mut *batch;
-                    b.reset(lb, blk.natts().min(natts));
-                    b.push(sl, h);
-                    b.fill(blk, td, natts);
-                    crate::storage::slot::store_batch_row(slot, batch, 0, tid_of(lb, sl), relid);
+                    crate::storage::slot::store_one_row(
+                        slot, batch, blk, lb, sl, h, td, natts, relid,
+                    );
                 } else {
                     super::store_row(rel, blk, lb, sl, slot);
                 }

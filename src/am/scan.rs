@@ -1142,15 +1142,16 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
                             // them now: the batch is never extended from the image later
                             ffi::exec_clear_tuple(slot);
                             let natts = (*st.td).natts as usize;
-                            st.batch.reset(b, blk.natts().min(natts));
-                            st.batch.push(s, blk.row(s));
-                            st.batch.fill(blk, st.td, natts);
                             let batch: *mut Batch = &mut *st.batch;
-                            crate::storage::slot::store_batch_row(
+                            crate::storage::slot::store_one_row(
                                 slot,
                                 batch,
-                                0,
-                                crate::storage::tid_of(b, s),
+                                blk,
+                                b,
+                                s,
+                                blk.row(s),
+                                st.td,
+                                natts,
                                 (*rel).rd_id,
                             );
                             ffi::pgstat_count_fetch(rel);
@@ -1173,18 +1174,16 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
             if let Some(l) = storage::lock(st.t, b, false) {
                 if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
                     if lazy {
-                        let natts = (*st.td).natts as usize;
-                        st.batch.reset(b, l.blk.natts().min(natts));
-                        st.batch.push(s, l.row(s));
-                        if st.eager > 0 {
-                            st.batch.fill(l.blk, st.td, st.eager);
-                        }
                         let batch: *mut Batch = &mut *st.batch;
-                        crate::storage::slot::store_batch_row(
+                        crate::storage::slot::store_one_row(
                             slot,
                             batch,
-                            0,
-                            crate::storage::tid_of(b, s),
+                            l.blk,
+                            b,
+                            s,
+                            l.row(s),
+                            st.td,
+                            st.eager,
                             (*rel).rd_id,
                         );
                     } else {

@@ -84,6 +84,36 @@ unsafe fn deform_all(slot: *mut pg_sys::TupleTableSlot) {
     }
 }
 
+/// Stores row `s` of local block `lb` (read from `blk`, version header `h`) into `slot` as the
+/// one row of `batch` (index and bitmap fetches), with columns `[0, fill)` copied now from
+/// `blk` (0: none; the others when the slot asks for them, through the batch's `extend`).
+///
+/// # Safety
+/// `blk` holds the row (its lock held or an image copy), `td` is the relation's descriptor and
+/// `slot` a scoot slot.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn store_one_row(
+    slot: *mut pg_sys::TupleTableSlot,
+    batch: *mut Batch,
+    blk: crate::storage::block::BlockRef,
+    lb: u32,
+    s: u32,
+    h: &RowHdr,
+    td: pg_sys::TupleDesc,
+    fill: usize,
+    table_oid: pg_sys::Oid,
+) {
+    unsafe {
+        let b = &mut *batch;
+        b.reset(lb, blk.natts().min((*td).natts as usize));
+        b.push(s, h);
+        if fill > 0 {
+            b.fill(blk, td, fill);
+        }
+        store_batch_row(slot, batch, 0, crate::storage::tid_of(lb, s), table_oid);
+    }
+}
+
 /// Points the scoot slot `slot` at row `r` of `batch` (lazily deformed, see the module header).
 ///
 /// # Safety
