@@ -79,6 +79,22 @@ SET work_mem = '64kB';
 SELECT same($$SELECT sum(q), count(t), max(f) FROM TBL WHERE a < 60 AND k % 3 = 0$$);
 RESET work_mem;
 
+-- index and bitmap heap scans handing their slot unprojected to an aggregate, which reads its
+-- arguments, FILTERs, ORDER BYs, HAVING and grouping columns (hashed and sorted) from it
+RESET ALL; SET jit = off; SET max_parallel_workers_per_gather = 0;
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT same($$SELECT flag, sum(q), count(t) FILTER (WHERE z > 3) FROM TBL WHERE k < 5000 GROUP BY flag HAVING max(code) > 'c1'$$);
+SELECT same($$SELECT d, string_agg(code, ',' ORDER BY w, k), count(DISTINCT a) FROM TBL WHERE k < 3000 GROUP BY d$$);
+SELECT same($$SELECT a % 7, sum(q), min(pad) FROM TBL WHERE k < 8000 GROUP BY a % 7$$);
+SET enable_hashagg = off;
+SELECT same($$SELECT a, sum(big), avg(f) FROM TBL WHERE k < 8000 GROUP BY a HAVING sum(q) > 100$$);
+SELECT same($$SELECT code, t, count(*) FROM TBL WHERE k < 2000 GROUP BY code, t$$);
+SELECT same($$SELECT count(*), sum(q) FROM TBL WHERE k < 5000 GROUP BY flag, z$$);
+RESET enable_hashagg;
+SET enable_indexscan = off; SET enable_bitmapscan = on;
+SELECT same($$SELECT ok, max(t), sum(w) FROM TBL WHERE a IN (1, 2, 3) GROUP BY ok$$);
+SELECT same($$SELECT d.k, (SELECT avg(q) FROM TBL f WHERE f.a = d.a AND f.k < 900) FROM drv d$$);
+
 -- writes through such scans: UPDATE ... FROM and DELETE ... USING with index nested loops
 RESET ALL; SET jit = off; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_seqscan = off;
 UPDATE fc f SET q = f.q + 1, t = d.tag FROM drv d WHERE f.k = d.k AND d.a < 50;

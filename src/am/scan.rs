@@ -56,13 +56,9 @@ pub struct ScanState {
     td: pg_sys::TupleDesc,
     /// block-at-a-time mode allowed (MVCC snapshot or image, page mode not disabled)
     pagemode: bool,
-    /// ScootScan (see [`set_columns`]): the columns read and not read (0-based), and how many
-    /// leading columns a batch copies on entering a block
-    cols: Vec<usize>,
-    nocols: Vec<usize>,
+    /// ScootScan (see [`set_columns`]): how many leading columns a batch copies on entering a
+    /// block
     eager: usize,
-    /// the slot whose `nocols` are NULL already
-    nulls_set: *mut pg_sys::TupleTableSlot,
     /// ScootScan block filters (rows failing one are dropped before any column is copied); a
     /// block whose zone maps show no row can pass is skipped (also for ScootAgg's filters)
     filters: Vec<BlockFilter>,
@@ -192,10 +188,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             bidx: 0,
             td: (*rel).rd_att,
             pagemode: false,
-            cols: Vec::new(),
-            nocols: Vec::new(),
             eager: 0,
-            nulls_set: std::ptr::null_mut(),
             filters: Vec::new(),
             zone_skipped: 0,
         });
@@ -435,9 +428,7 @@ unsafe fn advance(
 pub fn set_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
     let st = state(scan);
     st.batch.mask = mask.to_vec();
-    st.cols = (0..mask.len()).filter(|&i| mask[i]).collect();
-    st.nocols = (0..mask.len()).filter(|&i| !mask[i]).collect();
-    st.eager = st.cols.last().map(|&i| i + 1).unwrap_or(0);
+    st.eager = mask.iter().rposition(|&m| m).map(|i| i + 1).unwrap_or(0);
 }
 
 /// Restricts the one-row batches of a bitmap heap scan's MVCC reads to the columns whose
@@ -448,76 +439,6 @@ pub fn set_bitmap_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
     st.batch.mask = mask.to_vec();
     // copied under the lock that finds the row (a bitmap scan never enters blocks as a whole)
     st.eager = mask.iter().rposition(|&m| m).map(|i| i + 1).unwrap_or(0);
-}
-
-/// ScootScan's read (after [`set_columns`]): the next row into PostgreSQL's *virtual* scan slot
-/// (PostgreSQL 15 gives a custom scan no say over its scan slot type; its compiled quals read a
-/// virtual slot's values without asking for them). The columns read are set from the batch,
-/// the others NULL; by-reference values point into the batch, which stays until the scan
-/// moves to the next block, when the slot's row is replaced anyway.
-pub unsafe fn next_into_virtual(
-    scan: pg_sys::TableScanDesc,
-    slot: *mut pg_sys::TupleTableSlot,
-    forward: bool,
-) -> bool {
-    unsafe {
-        if !state(scan).pagemode {
-            // not an MVCC snapshot: the row-at-a-time path fills every column
-            let found = if (*scan).rs_parallel.is_null() {
-                seek(scan, forward, slot)
-            } else {
-                next_parallel(scan, slot)
-            };
-            if found {
-                ffi::pgstat_count_getnext((*scan).rs_rd);
-            } else {
-                ffi::exec_clear_tuple(slot);
-            }
-            return found;
-        }
-        ffi::exec_clear_tuple(slot);
-        let next = if (*scan).rs_parallel.is_null() {
-            advance(scan, forward, std::ptr::null_mut())
-        } else {
-            advance_parallel(scan, std::ptr::null_mut())
-        };
-        let Some((lb, r)) = next else { return false };
-        let st = state(scan);
-        let b = &st.batch;
-        let values = (*slot).tts_values;
-        let isnull = (*slot).tts_isnull;
-        let have = b.ncols();
-        for &i in &st.cols {
-            if i < have {
-                let (d, n) = b.value(i, r);
-                *values.add(i) = d;
-                *isnull.add(i) = n;
-            }
-        }
-        // the columns not read are NULL; nothing else writes this slot's arrays, so once per
-        // slot is enough (unless missing values were filled in for the previous row)
-        if st.nulls_set != slot {
-            for &i in &st.nocols {
-                *values.add(i) = pg_sys::Datum::from(0usize);
-                *isnull.add(i) = true;
-            }
-            st.nulls_set = slot;
-        }
-        let natts = (*(*slot).tts_tupleDescriptor).natts;
-        if (b.block_natts as i32) < natts {
-            // columns added after the block was written: their missing values
-            pg_sys::slot_getmissingattrs(slot, b.block_natts as i32, natts);
-            st.nulls_set = std::ptr::null_mut();
-        }
-        (*slot).tts_tid = crate::storage::tid_of(lb, b.rows[r]);
-        (*slot).tts_tableOid = (*(*scan).rs_rd).rd_id;
-        // ExecStoreVirtualTuple, inline (a per-row call through pgrx's FFI guard costs a
-        // sigsetjmp)
-        (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
-        (*slot).tts_nvalid = natts as i16;
-        ffi::pgstat_count_getnext((*scan).rs_rd);
-        true
-    }
 }
 
 /// Loads the batch with the rows of local block `lb` this scan returns (live block under its

@@ -6,12 +6,15 @@
  * What it adds over a plain Seq Scan today: projection pushdown. The planner knows which columns
  * the query reads from the relation (its target list and restriction clauses); the node hands
  * that set to the scoot table scan (scoot_scan_set_columns, Rust: src/exec/mod.rs), whose block
- * batches then copy only those columns and leave the others NULL. The node's own target list may
- * be the planner's "physical" one (all columns); nothing above the node reads a column the
- * planner did not ask for, so those NULLs are never seen. A whole-row reference reads all.
- * Quals and projection are PostgreSQL's own (ExecScan). The table scan underneath is the scoot
- * table AM's, so OLAP snapshot images, visibility and block batches work exactly as for a
- * Seq Scan. Parallel-aware like nodeSeqscan.c (the AM's parallel block scan).
+ * batches then copy only those columns and leave the others NULL. The scan slot is scoot's own
+ * slot type (a row of the block batch, deformed as far as someone asks). Under a join or an
+ * aggregate the node gets the "physical" target list (all columns, see physical_tlists) and
+ * does not project, so the parent reads the columns it needs from that slot when it needs
+ * them; nothing above the node reads a column the planner did not ask for, so the NULLs are
+ * never seen. A whole-row reference reads all. Quals and projection are PostgreSQL's own
+ * (ExecScan). The table scan underneath is the scoot table AM's, so OLAP snapshot images,
+ * visibility and block batches work exactly as for a Seq Scan. Parallel-aware like
+ * nodeSeqscan.c (the AM's parallel block scan).
  *
  * Only read-only SELECTs without row marks get the path (the scanned rows never feed a write);
  * `SET scoot.custom_scan = off` returns to plain scans.
@@ -24,17 +27,20 @@
 #include "catalog/pg_class.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "nodes/extensible.h"
 #include "nodes/pg_list.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/paths.h"
+#include "optimizer/planner.h"
 #include "optimizer/restrictinfo.h"
 #include "access/sysattr.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/date.h"
 #include "utils/numeric.h"
@@ -51,7 +57,6 @@
 extern bool scoot_custom_scan_enabled(void);
 extern bool scoot_relation_is_scoot(Relation rel);
 extern void scoot_scan_set_columns(TableScanDesc scan, const bool *mask, int natts);
-extern bool scoot_scan_next_virtual(TableScanDesc scan, TupleTableSlot *slot, bool forward);
 extern void scoot_scan_set_filter(TableScanDesc scan, const char *filter);
 extern int64 scoot_scan_zone_skipped(TableScanDesc scan);
 
@@ -124,7 +129,7 @@ needed_columns(RelOptInfo *rel, int natts, bool *all, bool *sysattrs)
 		pull_varattnos((Node *) ri->clause, rel->relid, &attrs);
 	}
 	*all = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, attrs);
-	/* the node's scan slot is virtual: no xmin/xmax/cmin/cmax (ctid and tableoid work) */
+	/* queries reading xmin/xmax/cmin/cmax are left to plain scans (ctid and tableoid work) */
 	*sysattrs = bms_is_member(MinTransactionIdAttributeNumber - FirstLowInvalidHeapAttributeNumber, attrs) ||
 		bms_is_member(MaxTransactionIdAttributeNumber - FirstLowInvalidHeapAttributeNumber, attrs) ||
 		bms_is_member(MinCommandIdAttributeNumber - FirstLowInvalidHeapAttributeNumber, attrs) ||
@@ -943,6 +948,25 @@ scoot_begin(CustomScanState *node, EState *estate, int eflags)
 	}
 	if (all)
 		memset(s->mask, 1, sizeof(bool) * s->natts);
+
+	/*
+	 * The scan slot: scoot's own slot type in place of the virtual slot ExecInitCustomScan
+	 * made. It points at a row of the scan's current block batch and is deformed only as far
+	 * as someone asks, so a parent that reads it unprojected (a hash join probing with its
+	 * key, say) and drops the row never pays for the row's other values (numerics are built
+	 * per row, on demand: storage/batch.rs). The qual and projection were compiled for a
+	 * virtual slot (which reads values without asking): compile them again for this one.
+	 */
+	{
+		TupleTableSlot *slot = table_slot_create(rel, &estate->es_tupleTable);
+
+		node->ss.ss_ScanTupleSlot = slot;
+		node->ss.ps.scanops = slot->tts_ops;
+		node->ss.ps.scanopsfixed = true;
+		node->ss.ps.scanopsset = true;
+		ExecAssignScanProjectionInfoWithVarno(&node->ss, cs->scan.scanrelid);
+		node->ss.ps.qual = ExecInitQual(cs->scan.plan.qual, (PlanState *) node);
+	}
 }
 
 static void
@@ -967,8 +991,7 @@ scoot_next(ScanState *ss)
 		s->scan = table_beginscan(ss->ss_currentRelation, ss->ps.state->es_snapshot, 0, NULL);
 		set_columns(s);
 	}
-	if (scoot_scan_next_virtual(s->scan, slot,
-								ScanDirectionIsForward(ss->ps.state->es_direction)))
+	if (table_scan_getnextslot(s->scan, ss->ps.state->es_direction, slot))
 		return slot;
 	return NULL;
 }
@@ -1138,11 +1161,11 @@ is_physical_tlist(List *tlist, int natts)
 }
 
 /*
- * The join whose outer or inner child `target` is (*inner says which), searching `p` and the
- * plans under it; NULL if `target` is not a join's direct child.
+ * The join whose outer or inner child `target` is (*inner says which), or the aggregate whose
+ * input it is, searching `p` and the plans under it; NULL if `target` is neither.
  */
 static Plan *
-join_parent(Plan *p, Plan *target, bool *inner)
+reading_parent(Plan *p, Plan *target, bool *inner)
 {
 	ListCell   *lc;
 	Plan	   *r = NULL;
@@ -1155,22 +1178,29 @@ join_parent(Plan *p, Plan *target, bool *inner)
 		*inner = p->righttree == target;
 		return p;
 	}
-	if ((r = join_parent(p->lefttree, target, inner)) != NULL ||
-		(r = join_parent(p->righttree, target, inner)) != NULL)
+	/* an aggregate reads its input slot like a join's outer side (no grouping sets) */
+	if (IsA(p, Agg) && p->lefttree == target && ((Agg *) p)->groupingSets == NIL &&
+		((Agg *) p)->chain == NIL)
+	{
+		*inner = false;
+		return p;
+	}
+	if ((r = reading_parent(p->lefttree, target, inner)) != NULL ||
+		(r = reading_parent(p->righttree, target, inner)) != NULL)
 		return r;
 	if (IsA(p, Append))
 		foreach(lc, ((Append *) p)->appendplans)
-			if ((r = join_parent(lfirst(lc), target, inner)) != NULL)
+			if ((r = reading_parent(lfirst(lc), target, inner)) != NULL)
 				return r;
 	if (IsA(p, MergeAppend))
 		foreach(lc, ((MergeAppend *) p)->mergeplans)
-			if ((r = join_parent(lfirst(lc), target, inner)) != NULL)
+			if ((r = reading_parent(lfirst(lc), target, inner)) != NULL)
 				return r;
 	if (IsA(p, SubqueryScan))
-		return join_parent(((SubqueryScan *) p)->subplan, target, inner);
+		return reading_parent(((SubqueryScan *) p)->subplan, target, inner);
 	if (IsA(p, CustomScan))
 		foreach(lc, ((CustomScan *) p)->custom_plans)
-			if ((r = join_parent(lfirst(lc), target, inner)) != NULL)
+			if ((r = reading_parent(lfirst(lc), target, inner)) != NULL)
 				return r;
 	return NULL;
 }
@@ -1180,8 +1210,9 @@ join_parent(Plan *p, Plan *target, bool *inner)
  * NULL: all of them (or no saving). `more1`, `more2`: the node's expressions besides its quals
  * and target list (index quals for rechecks, ORDER BY). A node that projects: its own
  * expressions. A node that hands its scan slot up unprojected (a physical target list) to a
- * join, which always projects: its quals and the join's expressions on that side. Anything
- * else (a Hash, Sort or Material above, which copy the slot for later readers): every column.
+ * join, which always projects: its quals and the join's expressions on that side; to an
+ * aggregate: its quals, the aggregate's expressions and its grouping columns. Anything else
+ * (a Hash, Sort or Material above, which copy the slot for later readers): every column.
  */
 static bool *
 node_columns(PlanState *ps, Index scanrelid, List *more1, List *more2, int natts)
@@ -1201,20 +1232,34 @@ node_columns(PlanState *ps, Index scanrelid, List *more1, List *more2, int natts
 
 		if (!is_physical_tlist(plan->targetlist, natts) || ps_stmt == NULL)
 			return NULL;
-		parent = join_parent(ps_stmt->planTree, plan, &inner);
+		parent = reading_parent(ps_stmt->planTree, plan, &inner);
 		if (parent == NULL)
 			foreach(lc, ps_stmt->subplans)
-				if ((parent = join_parent(lfirst(lc), plan, &inner)) != NULL)
+				if ((parent = reading_parent(lfirst(lc), plan, &inner)) != NULL)
 					break;
 		if (parent == NULL)
 			return NULL;
 		side = inner ? INNER_VAR : OUTER_VAR;
 		pull_varattnos((Node *) parent->targetlist, side, &attrs);
 		pull_varattnos((Node *) parent->qual, side, &attrs);
-		pull_varattnos((Node *) ((Join *) parent)->joinqual, side, &attrs);
+		if (!IsA(parent, Agg))
+			pull_varattnos((Node *) ((Join *) parent)->joinqual, side, &attrs);
 		if (IsA(parent, NestLoop))
 			foreach(lc, ((NestLoop *) parent)->nestParams)
 				pull_varattnos((Node *) ((NestLoopParam *) lfirst(lc))->paramval, side, &attrs);
+		else if (IsA(parent, Agg))
+		{
+			Agg		   *agg = (Agg *) parent;
+			int			i;
+
+			/*
+			 * The aggregate's Vars (in its target list and HAVING qual, aggregate arguments
+			 * and FILTERs included) read its input; so do its grouping columns, positions in
+			 * the physical target list, which are attribute numbers.
+			 */
+			for (i = 0; i < agg->numCols; i++)
+				attrs = bms_add_member(attrs, agg->grpColIdx[i] - FirstLowInvalidHeapAttributeNumber);
+		}
 		else if (IsA(parent, HashJoin))
 		{
 			/* the inner side is a Hash node, never this scan */
@@ -1327,6 +1372,188 @@ scoot_scan_nodes_executor_start(QueryDesc *qd, int eflags)
 		adjust_scan_nodes(qd->planstate, NULL);
 }
 
+/*
+ * Physical target lists for ScootScans read by a join or an aggregate.
+ *
+ * PostgreSQL gives a custom scan the target list of the columns the query needs (it never
+ * uses the "physical" one, all columns in order, for a CustomPath), so the node projects:
+ * every row it returns is deformed and copied into a result slot, numerics built and all,
+ * even when the join above drops it at once (a hash join probing with lineitem keeps one row
+ * in a thousand in TPC-H Q17). A Seq Scan of a heap table in the same place returns its scan
+ * slot and the join deforms only the key.
+ *
+ * After planning, a ScootScan whose target list is plain columns of its table and whose
+ * parent is a join or an aggregate gets the physical target list, and the parent's references
+ * to its output (OUTER_VAR / INNER_VAR by position, grouping column positions) are renumbered
+ * to attribute numbers, as set_plan_references would have numbered them. The node then does
+ * not project; its scan slot (a lazily deformed row of the block batch) goes to the parent,
+ * which asks for the columns it reads when it reads them. The columns the query does not need
+ * are NULL in that slot, and nothing reads them. Other parents (Gather, Append, Sort,
+ * Material, Hash ...) need exactly the target list they were planned with: left alone.
+ */
+typedef struct RemapContext
+{
+	int			varno;			/* OUTER_VAR or INNER_VAR */
+	AttrNumber *map;			/* output position - 1 -> attribute number */
+	int			nmap;
+} RemapContext;
+
+static Node *
+remap_mutator(Node *node, RemapContext *ctx)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var) && ((Var *) node)->varno == ctx->varno && ((Var *) node)->varlevelsup == 0)
+	{
+		Var		   *v = (Var *) copyObject(node);
+
+		if (v->varattno > 0 && v->varattno <= ctx->nmap)
+			v->varattno = ctx->map[v->varattno - 1];
+		else
+			elog(ERROR, "scoot: unexpected reference to column %d of a scan's output", v->varattno);
+		return (Node *) v;
+	}
+	return expression_tree_mutator(node, remap_mutator, (void *) ctx);
+}
+
+#define REMAP(field, ctx) ((field) = (void *) remap_mutator((Node *) (field), (ctx)))
+
+/* Gives `child` (of `parent`, read through `varno`) the physical target list, if it qualifies. */
+static void
+physical_tlist_child(PlannedStmt *stmt, Plan *parent, Plan *child, int varno)
+{
+	CustomScan *cs;
+	RangeTblEntry *rte;
+	Relation	r;
+	TupleDesc	desc;
+	AttrNumber *map;
+	List	   *tlist = NIL;
+	ListCell   *lc;
+	RemapContext ctx;
+	int			k = 0;
+	int			i;
+	bool		same = true;
+
+	if (child == NULL || !IsA(child, CustomScan))
+		return;
+	cs = (CustomScan *) child;
+	if (cs->methods != &scoot_scan_methods || cs->scan.scanrelid == 0 || cs->custom_scan_tlist != NIL)
+		return;
+	map = palloc(sizeof(AttrNumber) * Max(list_length(cs->scan.plan.targetlist), 1));
+	foreach(lc, cs->scan.plan.targetlist)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+		Var		   *v = (Var *) te->expr;
+
+		if (!IsA(v, Var) || (Index) v->varno != cs->scan.scanrelid || v->varattno <= 0 ||
+			v->varlevelsup != 0 || te->resjunk)
+			return;
+		map[k] = v->varattno;
+		same = same && v->varattno == k + 1;
+		k++;
+	}
+	rte = rt_fetch(cs->scan.scanrelid, stmt->rtable);
+	r = table_open(rte->relid, NoLock);
+	desc = RelationGetDescr(r);
+	if (same && k == desc->natts)
+	{
+		table_close(r, NoLock);
+		return;
+	}
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		Expr	   *e;
+
+		if (att->attisdropped)
+			e = (Expr *) makeNullConst(INT4OID, -1, InvalidOid);
+		else
+			e = (Expr *) makeVar(cs->scan.scanrelid, i + 1, att->atttypid, att->atttypmod,
+								 att->attcollation, 0);
+		tlist = lappend(tlist, makeTargetEntry(e, i + 1, NULL, false));
+	}
+	table_close(r, NoLock);
+	cs->scan.plan.targetlist = tlist;
+
+	ctx.varno = varno;
+	ctx.map = map;
+	ctx.nmap = k;
+	REMAP(parent->targetlist, &ctx);
+	REMAP(parent->qual, &ctx);
+	if (IsA(parent, Agg))
+	{
+		Agg		   *agg = (Agg *) parent;
+
+		for (i = 0; i < agg->numCols; i++)
+			agg->grpColIdx[i] = map[agg->grpColIdx[i] - 1];
+		return;
+	}
+	REMAP(((Join *) parent)->joinqual, &ctx);
+	if (IsA(parent, NestLoop))
+	{
+		foreach(lc, ((NestLoop *) parent)->nestParams)
+			REMAP(((NestLoopParam *) lfirst(lc))->paramval, &ctx);
+	}
+	else if (IsA(parent, HashJoin))
+	{
+		REMAP(((HashJoin *) parent)->hashclauses, &ctx);
+		REMAP(((HashJoin *) parent)->hashkeys, &ctx);
+	}
+	else
+		REMAP(((MergeJoin *) parent)->mergeclauses, &ctx);
+}
+
+static void
+physical_tlists(PlannedStmt *stmt, Plan *p)
+{
+	ListCell   *lc;
+
+	if (p == NULL)
+		return;
+	check_stack_depth();
+	if (IsA(p, NestLoop) || IsA(p, HashJoin) || IsA(p, MergeJoin))
+	{
+		physical_tlist_child(stmt, p, p->lefttree, OUTER_VAR);
+		physical_tlist_child(stmt, p, p->righttree, INNER_VAR);
+	}
+	else if (IsA(p, Agg) && ((Agg *) p)->groupingSets == NIL && ((Agg *) p)->chain == NIL)
+		physical_tlist_child(stmt, p, p->lefttree, OUTER_VAR);
+	physical_tlists(stmt, p->lefttree);
+	physical_tlists(stmt, p->righttree);
+	if (IsA(p, Append))
+		foreach(lc, ((Append *) p)->appendplans)
+			physical_tlists(stmt, lfirst(lc));
+	else if (IsA(p, MergeAppend))
+		foreach(lc, ((MergeAppend *) p)->mergeplans)
+			physical_tlists(stmt, lfirst(lc));
+	else if (IsA(p, SubqueryScan))
+		physical_tlists(stmt, ((SubqueryScan *) p)->subplan);
+	else if (IsA(p, CustomScan))
+		foreach(lc, ((CustomScan *) p)->custom_plans)
+			physical_tlists(stmt, lfirst(lc));
+}
+
+static planner_hook_type prev_planner = NULL;
+
+static PlannedStmt *
+scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamListInfo boundParams)
+{
+	PlannedStmt *stmt;
+	ListCell   *lc;
+
+	if (prev_planner)
+		stmt = prev_planner(parse, query_string, cursorOptions, boundParams);
+	else
+		stmt = standard_planner(parse, query_string, cursorOptions, boundParams);
+	if (stmt->commandType == CMD_SELECT && scoot_custom_scan_enabled())
+	{
+		physical_tlists(stmt, stmt->planTree);
+		foreach(lc, stmt->subplans)
+			physical_tlists(stmt, lfirst(lc));
+	}
+	return stmt;
+}
+
 void
 scoot_install_custom_scan(void)
 {
@@ -1335,4 +1562,6 @@ scoot_install_custom_scan(void)
 	ExecutorStart_hook = scoot_scan_nodes_executor_start;
 	prev_set_rel_pathlist = set_rel_pathlist_hook;
 	set_rel_pathlist_hook = scoot_set_rel_pathlist;
+	prev_planner = planner_hook;
+	planner_hook = scoot_planner;
 }

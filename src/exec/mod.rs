@@ -93,18 +93,6 @@ pub unsafe extern "C" fn scoot_index_fetch_columns_set(
     unsafe { am::index::fetch_columns_set(fetch) }
 }
 
-/// The next row (in direction `forward`) of a ScootScan into its virtual scan slot; false at
-/// the end.
-#[unsafe(no_mangle)]
-#[pgrx::pg_guard]
-pub unsafe extern "C-unwind" fn scoot_scan_next_virtual(
-    scan: pg_sys::TableScanDesc,
-    slot: *mut pg_sys::TupleTableSlot,
-    forward: bool,
-) -> bool {
-    crate::ffi::guard::boundary(|| unsafe { am::scan::next_into_virtual(scan, slot, forward) })
-}
-
 /// Adds a block filter ("attno strategy type value", see `filter.rs`) to a ScootScan's scan;
 /// one the scan cannot read is ignored (PostgreSQL's qual still filters every row).
 #[unsafe(no_mangle)]

@@ -71,6 +71,34 @@ pub struct Batch {
     /// Only the row numbers are collected (no system columns, no slots): block visitors
     /// (aggregate pushdown) that read the block themselves.
     pub rows_only: bool,
+    /// Per column filled: index into `deferred`, or `NOT_DEFERRED`.
+    defer_of: Vec<u8>,
+    /// Scaled-integer decimal columns whose numeric datums are built only for the rows a slot
+    /// asks for (see [`Deferred`]).
+    deferred: Vec<Deferred>,
+}
+
+const NOT_DEFERRED: u8 = u8::MAX;
+/// Entries of a deferred column's memo of converted values.
+const DEFER_MEMO: usize = 256;
+
+/// A `KIND_DEC64` column of a block batch whose rows are converted to PostgreSQL numerics one
+/// at a time, when a slot asks for them (`vals` holds the raw scaled integer until then, copied
+/// under the block's lock like any value). A join or a filter above the scan that drops most
+/// rows then never pays for their numerics (TPC-H's lineitem probes of hash joins: two or three
+/// numerics per row, 6M rows). Row `r`'s datum is written at `buf + r * per`; equal values
+/// share the bytes of the first one converted (datums are read-only).
+struct Deferred {
+    scale: u32,
+    align: u8,
+    short_ok: bool,
+    buf: *mut u8,
+    per: usize,
+    /// row already converted (its `vals` entry is the datum)
+    done: Vec<bool>,
+    memo_key: [i64; DEFER_MEMO],
+    memo_val: [pg_sys::Datum; DEFER_MEMO],
+    memo_set: [bool; DEFER_MEMO],
 }
 
 impl Default for Batch {
@@ -92,6 +120,8 @@ impl Default for Batch {
             ctx: std::ptr::null_mut(),
             mask: Vec::new(),
             rows_only: false,
+            defer_of: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 }
@@ -108,6 +138,8 @@ impl Batch {
         self.vals.clear();
         self.nulls.clear();
         self.spare.append(&mut self.data);
+        self.defer_of.clear();
+        self.deferred.clear();
     }
 
     /// Empties the batch (rescan, end of scan).
@@ -168,6 +200,7 @@ impl Batch {
             let c = b.col(i);
             self.vals.reserve(self.rows.len());
             self.nulls.reserve(self.rows.len());
+            self.defer_of.push(NOT_DEFERRED);
             if !self.reads(i) {
                 let n = self.rows.len();
                 self.vals
@@ -177,6 +210,9 @@ impl Batch {
             }
             match c.kind {
                 KIND_FIXED if c.byval != 0 => self.fill_byval(b, c),
+                KIND_DEC64 if self.rows.len() >= MEMO_MIN_ROWS => unsafe {
+                    self.fill_deferred(b, c, i, row::short_ok(td, i))
+                },
                 // the memo costs a few KiB of set-up: only worth it for a block's rows, not
                 // for the one row of an index fetch
                 KIND_DEC64 | KIND_DEC128 if self.rows.len() >= MEMO_MIN_ROWS => unsafe {
@@ -255,6 +291,66 @@ impl Batch {
             self.vals
                 .push(pg_sys::Datum::from(if valid { d } else { 0 }));
         }
+    }
+
+    /// A `KIND_DEC64` column: the raw scaled integers now, the numerics when asked for
+    /// ([`Deferred`]).
+    unsafe fn fill_deferred(&mut self, b: BlockRef, c: &ColDesc, i: usize, short_ok: bool) {
+        let n = self.rows.len();
+        let align = c.align.max(1);
+        let per = 4 + encoding::max_numeric_payload(false) + align as usize;
+        let buf = self.chunk(n * per);
+        for &s in &self.rows {
+            let valid = b.is_valid(c, s);
+            let v = if valid {
+                unsafe { (b.value_ptr(c, s) as *const i64).read_unaligned() }
+            } else {
+                0
+            };
+            self.nulls.push(!valid);
+            self.vals.push(pg_sys::Datum::from(v as isize));
+        }
+        debug_assert!(self.deferred.len() < NOT_DEFERRED as usize);
+        self.defer_of[i] = self.deferred.len() as u8;
+        self.deferred.push(Deferred {
+            scale: c.scale as u32,
+            align,
+            short_ok,
+            buf,
+            per,
+            done: vec![false; n],
+            memo_key: [0; DEFER_MEMO],
+            memo_val: [pg_sys::Datum::from(0usize); DEFER_MEMO],
+            memo_set: [false; DEFER_MEMO],
+        });
+    }
+
+    /// The datum of deferred column `d`'s valid row `r` (value index `k`), converted now if it
+    /// was not yet.
+    fn convert_deferred(&mut self, d: usize, r: usize, k: usize) -> pg_sys::Datum {
+        let def = &mut self.deferred[d];
+        if def.done[r] {
+            return self.vals[k];
+        }
+        let v = self.vals[k].value() as i64;
+        let h = ((v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % DEFER_MEMO;
+        let datum = if def.memo_set[h] && def.memo_key[h] == v {
+            def.memo_val[h]
+        } else {
+            encoding::i64_to_numeric(v, def.scale, &mut self.num);
+            let mut pos = r * def.per;
+            // SAFETY: row r's `per` bytes of `buf` (allocated for every row) are its own
+            let datum =
+                unsafe { row::put_varlena(def.buf, &mut pos, def.align, def.short_ok, &self.num) };
+            debug_assert!(pos <= (r + 1) * def.per);
+            def.memo_key[h] = v;
+            def.memo_val[h] = datum;
+            def.memo_set[h] = true;
+            datum
+        };
+        def.done[r] = true;
+        self.vals[k] = datum;
+        datum
     }
 
     /// Scaled-integer decimal and short `char(n)` columns: each distinct value of the block is
@@ -341,9 +437,18 @@ impl Batch {
 
     /// Value of column `c` of row `r`: (datum, is null); `c < ncols()`.
     #[inline]
-    pub fn value(&self, c: usize, r: usize) -> (pg_sys::Datum, bool) {
+    pub fn value(&mut self, c: usize, r: usize) -> (pg_sys::Datum, bool) {
         let k = c * self.rows.len() + r;
-        (self.vals[k], self.nulls[k])
+        if self.nulls[k] {
+            return (pg_sys::Datum::from(0usize), true);
+        }
+        if !self.deferred.is_empty() {
+            let d = self.defer_of[c];
+            if d != NOT_DEFERRED {
+                return (self.convert_deferred(d as usize, r, k), false);
+            }
+        }
+        (self.vals[k], false)
     }
 
     pub(crate) fn attach(&mut self, slot: *mut pg_sys::TupleTableSlot) {

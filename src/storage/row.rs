@@ -627,7 +627,7 @@ pub fn value_size(b: BlockRef, c: &ColDesc, slot: u32) -> usize {
 /// Puts a varlena as heap's tuples hold it at `buf + *pos`: a 1-byte header for short values of
 /// non-PLAIN types (heap_fill_tuple's short form), else a 4-byte header at the type's alignment.
 #[inline]
-unsafe fn put_varlena(
+pub(crate) unsafe fn put_varlena(
     buf: *mut u8,
     pos: &mut usize,
     align: u8,
