@@ -104,6 +104,13 @@ DELETE FROM fh f USING drv d WHERE f.k = d.k + 1 AND d.a > 90;
 RESET ALL; SET jit = off;
 SELECT same($$SELECT * FROM TBL$$);
 SELECT same($$SELECT k, q, t FROM TBL WHERE k IN (SELECT k FROM drv)$$);
+-- index-only scans fetch each row only for its visibility (no visibility map) and copy no
+-- column of it; after the updates and deletes above, no dead version may show
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT k FROM fc WHERE k < 3000;
+SELECT same($$SELECT k FROM TBL WHERE k < 3000$$);
+SELECT same($$SELECT a, count(*) FROM TBL WHERE a < 50 GROUP BY a$$);
+RESET enable_seqscan; RESET enable_bitmapscan;
 
 -- the same kinds of plans reading an OLAP snapshot image (scoot.olap): index and bitmap
 -- fetches from the image copy the same columns
@@ -125,6 +132,9 @@ SELECT same($$SELECT d.tag, f.q, f.t FROM drv d JOIN TBL f ON f.k = d.k WHERE f.
 SELECT same($$SELECT d.tag, f.z, f.w, f.code FROM drv d JOIN TBL f ON f.k = d.k AND f.flag <> d.tag$$);
 SELECT same($$SELECT d.tag, f FROM drv d JOIN TBL f ON f.k = d.k$$);
 SELECT same($$SELECT d.k, (SELECT sum(q) FROM TBL f WHERE f.a = d.a AND f.z = 3) FROM drv d$$);
+SELECT reads_image($$SELECT k FROM TBL WHERE k < 3000$$);
+SELECT same($$SELECT k FROM TBL WHERE k < 3000$$);
+SELECT same($$SELECT d.tag, count(*) FROM drv d JOIN TBL f ON f.a = d.a GROUP BY d.tag$$);
 SET LOCAL enable_bitmapscan = on; SET LOCAL enable_indexscan = off;
 SELECT same($$SELECT d.tag, f.q, f.code FROM drv d JOIN TBL f ON f.a = d.a AND f.k < 900$$);
 SELECT same($$SELECT sum(q), count(t), min(code) FROM TBL WHERE a IN (3, 5, 77) AND d < '2004-01-01'$$);

@@ -1136,6 +1136,7 @@ extern bool scoot_index_fetch_columns_set(struct IndexFetchTableData *fetch);
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
 static ExecProcNodeMtd index_scan_exec = NULL;
+static ExecProcNodeMtd index_only_scan_exec = NULL;
 
 /* Is `tlist` the physical target list of a relation with `natts` columns (column i at i)? */
 static bool
@@ -1318,6 +1319,29 @@ scoot_index_scan_exec(PlanState *ps)
 	return r;
 }
 
+/*
+ * ExecIndexOnlyScan, then the fetch's columns: none. An index-only scan fetches a scoot row only
+ * to learn whether it is visible (a scoot table has no visibility map) and clears the table
+ * slot at once; its values come from the index tuple.
+ */
+static TupleTableSlot *
+scoot_index_only_scan_exec(PlanState *ps)
+{
+	IndexOnlyScanState *n = (IndexOnlyScanState *) ps;
+	TupleTableSlot *r = index_only_scan_exec(ps);
+
+	if (n->ioss_ScanDesc != NULL && n->ioss_ScanDesc->xs_heapfetch != NULL &&
+		!scoot_index_fetch_columns_set(n->ioss_ScanDesc->xs_heapfetch))
+	{
+		int			natts = RelationGetDescr(n->ss.ss_currentRelation)->natts;
+		bool	   *mask = palloc0(sizeof(bool) * Max(natts, 1));
+
+		scoot_index_fetch_set_columns(n->ioss_ScanDesc->xs_heapfetch, mask, natts);
+		pfree(mask);
+	}
+	return r;
+}
+
 static bool
 adjust_scan_nodes(PlanState *ps, void *context)
 {
@@ -1356,6 +1380,18 @@ adjust_scan_nodes(PlanState *ps, void *context)
 				index_scan_exec = ps->ExecProcNodeReal;
 			if (ps->ExecProcNodeReal == index_scan_exec)
 				ps->ExecProcNodeReal = scoot_index_scan_exec;
+		}
+	}
+	else if (IsA(ps, IndexOnlyScanState))
+	{
+		IndexOnlyScanState *n = (IndexOnlyScanState *) ps;
+
+		if (n->ss.ss_currentRelation != NULL && scoot_relation_is_scoot(n->ss.ss_currentRelation))
+		{
+			if (index_only_scan_exec == NULL)
+				index_only_scan_exec = ps->ExecProcNodeReal;
+			if (ps->ExecProcNodeReal == index_only_scan_exec)
+				ps->ExecProcNodeReal = scoot_index_only_scan_exec;
 		}
 	}
 	return planstate_tree_walker(ps, adjust_scan_nodes, context);
