@@ -20,7 +20,7 @@ fn arrow_stream(
     batch_rows: Option<i32>,
     text_fallback: Option<bool>,
     filter: Option<String>,
-) -> SetOfIterator<'static, Vec<u8>> {
+) -> SetOfIterator<'static, stream::Chunk> {
     crate::ensure_preloaded();
     let export = new_export(rel, columns, batch_rows, text_fallback, filter);
     SetOfIterator::new(stream::IpcStream::new(export))

@@ -31,17 +31,109 @@ use std::sync::Arc;
 
 pub const DEFAULT_BATCH_ROWS: usize = 65536;
 
-/// The IPC writer's output: bytes accumulate until the call hands them out as a chunk.
+/// The IPC writer's output: the bytes of the next chunk, written straight into a `bytea`
+/// (palloc'd after a 4-byte header room in the memory context current at its first write), so
+/// the chunk goes to PostgreSQL without another copy.
 #[derive(Clone, Default)]
-struct Sink(Rc<RefCell<Vec<u8>>>);
+struct Sink(Rc<RefCell<ChunkBuf>>);
+
+#[derive(Default)]
+struct ChunkBuf {
+    /// the varlena being filled; null until the first write after a take
+    ptr: *mut u8,
+    /// payload bytes written (after the header)
+    len: usize,
+    /// payload bytes allocated
+    cap: usize,
+    /// the size to allocate first (the previous chunk's: the next is likely as large)
+    hint: usize,
+}
+
+/// The largest payload of one `bytea` (PostgreSQL's 1 GB allocation limit).
+const MAX_CHUNK: usize = 0x3fff_ffff - pg_sys::VARHDRSZ; // MaxAllocSize
+
+impl ChunkBuf {
+    fn reserve(&mut self, extra: usize) {
+        let need = self.len + extra;
+        if need <= self.cap {
+            return;
+        }
+        if need > MAX_CHUNK {
+            crate::ffi::error_hint(
+                pgrx::PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                "an Arrow record batch of the export exceeds 1 GB, the largest bytea",
+                "Pass a smaller batch_rows.",
+            );
+        }
+        // chunks of one stream are about equally large: the previous one's size and some slack,
+        // so that the chunk is rarely moved by a repalloc
+        let cap = need
+            .max(self.hint + self.hint / 8)
+            .max(self.cap * 2)
+            .clamp(64 << 10, MAX_CHUNK);
+        unsafe {
+            self.ptr = if self.ptr.is_null() {
+                pg_sys::palloc(pg_sys::VARHDRSZ + cap) as *mut u8
+            } else {
+                pg_sys::repalloc(self.ptr as *mut std::ffi::c_void, pg_sys::VARHDRSZ + cap)
+                    as *mut u8
+            };
+        }
+        self.cap = cap;
+    }
+
+    /// The chunk written so far as a complete `bytea`; the next write starts a new one.
+    fn take(&mut self) -> Chunk {
+        self.reserve(0);
+        unsafe {
+            if self.ptr.is_null() {
+                self.ptr = pg_sys::palloc(pg_sys::VARHDRSZ) as *mut u8;
+            }
+            // SET_VARSIZE (4-byte header)
+            *(self.ptr as *mut u32) = ((pg_sys::VARHDRSZ + self.len) as u32) << 2;
+        }
+        let chunk = Chunk(self.ptr);
+        self.hint = self.len;
+        self.ptr = std::ptr::null_mut();
+        self.len = 0;
+        self.cap = 0;
+        chunk
+    }
+}
 
 impl Write for Sink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(buf);
+        let mut b = self.0.borrow_mut();
+        b.reserve(buf.len());
+        // SAFETY: reserve made room for buf after the header and the bytes written
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                buf.as_ptr(),
+                b.ptr.add(pg_sys::VARHDRSZ + b.len),
+                buf.len(),
+            )
+        };
+        b.len += buf.len();
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// One chunk of the stream: a palloc'd `bytea` handed to PostgreSQL as it is.
+pub struct Chunk(*mut u8);
+
+pgrx::impl_sql_translatable!(Chunk, "bytea");
+
+// SAFETY: the datum is a complete varlena allocated in the memory context of the call that
+// returns it (the function's result lives as long as PostgreSQL needs it there)
+unsafe impl pgrx::callconv::BoxRet for Chunk {
+    unsafe fn box_into<'fcx>(
+        self,
+        fcinfo: &mut pgrx::callconv::FcInfo<'fcx>,
+    ) -> pgrx::datum::Datum<'fcx> {
+        unsafe { fcinfo.return_raw_datum(pg_sys::Datum::from(self.0)) }
     }
 }
 
@@ -341,12 +433,81 @@ impl Export {
     }
 }
 
+/// A larger kernel send buffer on a Unix-domain client socket while a stream goes out.
+/// PostgreSQL 15 sends a large message 8 kB at a time, and with the default buffer (~200 kB) the
+/// backend waits for the client to drain each piece before it can go on building the next chunk;
+/// with a few MB the next chunk is built while the client still reads the last one. The old size
+/// comes back when the stream ends (a stream abandoned by an error leaves the larger buffer to
+/// the session). TCP sockets are left alone: setting SO_SNDBUF there would turn off the
+/// kernel's own buffer sizing for the rest of the session.
+struct SendBuffer {
+    sock: std::ffi::c_int,
+    old: std::ffi::c_int,
+}
+
+/// What the export asks for (the kernel caps it at net.core.wmem_max).
+const STREAM_SNDBUF: std::ffi::c_int = 8 << 20;
+
+impl SendBuffer {
+    fn enlarge() -> Option<SendBuffer> {
+        let sock = unsafe { crate::ffi::scoot_client_socket() };
+        if sock < 0 {
+            return None;
+        }
+        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut alen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let r = unsafe {
+            libc::getsockname(sock, &mut addr as *mut _ as *mut libc::sockaddr, &mut alen)
+        };
+        if r != 0 || addr.ss_family != libc::AF_UNIX as libc::sa_family_t {
+            return None;
+        }
+        let get = || {
+            let mut v: std::ffi::c_int = 0;
+            let mut len = std::mem::size_of::<std::ffi::c_int>() as libc::socklen_t;
+            let r = unsafe {
+                libc::getsockopt(
+                    sock,
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUF,
+                    &mut v as *mut _ as *mut libc::c_void,
+                    &mut len,
+                )
+            };
+            (r == 0).then_some(v)
+        };
+        let old = get()?;
+        set_sndbuf(sock, STREAM_SNDBUF);
+        Some(SendBuffer { sock, old })
+    }
+}
+
+fn set_sndbuf(sock: std::ffi::c_int, size: std::ffi::c_int) {
+    unsafe {
+        libc::setsockopt(
+            sock,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            &size as *const _ as *const libc::c_void,
+            std::mem::size_of::<std::ffi::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+impl Drop for SendBuffer {
+    fn drop(&mut self) {
+        // getsockopt reports twice what setsockopt asked for (the kernel's bookkeeping share)
+        set_sndbuf(self.sock, self.old / 2);
+    }
+}
+
 /// The SQL function's iterator: an [`Export`] encoded as one IPC stream, a chunk per call (the
 /// first starts with the schema message, the last ends with the end-of-stream marker).
 pub struct IpcStream {
     export: Export,
     sink: Sink,
     writer: Option<StreamWriter<Sink>>,
+    sndbuf: Option<SendBuffer>,
 }
 
 impl IpcStream {
@@ -358,13 +519,14 @@ impl IpcStream {
             export,
             sink,
             writer: Some(writer),
+            sndbuf: SendBuffer::enlarge(),
         }
     }
 }
 
 impl Iterator for IpcStream {
-    type Item = Vec<u8>;
-    fn next(&mut self) -> Option<Vec<u8>> {
+    type Item = Chunk;
+    fn next(&mut self) -> Option<Chunk> {
         let writer = self.writer.as_mut()?;
         match unsafe { self.export.next_batches() } {
             Some(batches) => {
@@ -381,10 +543,11 @@ impl Iterator for IpcStream {
                 w.finish().unwrap_or_else(|e| ipc_error(e));
             }
         }
-        let chunk = std::mem::take(&mut *self.sink.0.borrow_mut());
-        // the next chunk is likely as large: no regrowing
-        self.sink.0.borrow_mut().reserve(chunk.len());
-        Some(chunk)
+        if self.writer.is_none() {
+            // the last chunk is still to be sent: the old size is enough for it
+            self.sndbuf = None;
+        }
+        Some(self.sink.0.borrow_mut().take())
     }
 }
 

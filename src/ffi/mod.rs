@@ -29,6 +29,8 @@ extern "C-unwind" {
         snapshot: pg_sys::Snapshot,
     );
     pub static max_prepared_xacts: std::ffi::c_int;
+    /// The client connection's socket, -1 without one (src/ffi/shim.c).
+    pub fn scoot_client_socket() -> std::ffi::c_int;
     pub fn RelidByRelfilenode(reltablespace: pg_sys::Oid, relfilenode: pg_sys::Oid) -> pg_sys::Oid;
     /// A regular backend's SIGTERM handler (sets ProcDiePending; exits at the next interrupt
     /// check), as a plain C function pointer for `pqsignal`.

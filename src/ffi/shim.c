@@ -143,3 +143,28 @@ scoot_install_executor_hooks(void)
 	prev_explain = ExplainOneQuery_hook;
 	ExplainOneQuery_hook = scoot_explain_one_query;
 }
+
+/*
+ * The client connection's socket, for the Arrow export's send-buffer size (src/arrow/stream.rs);
+ * -1 without a client connection (background workers, single-user mode).
+ */
+#include "miscadmin.h"
+
+/*
+ * libpq/libpq-be.h (struct Port) needs the GSSAPI headers of the server's build; `sock` is the
+ * first member of struct Port in every PostgreSQL release.
+ */
+typedef struct ScootPortHead
+{
+	pgsocket	sock;
+} ScootPortHead;
+
+int			scoot_client_socket(void);
+
+int
+scoot_client_socket(void)
+{
+	if (MyProcPort == NULL || ((ScootPortHead *) MyProcPort)->sock == PGINVALID_SOCKET)
+		return -1;
+	return (int) ((ScootPortHead *) MyProcPort)->sock;
+}

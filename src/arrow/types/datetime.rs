@@ -23,6 +23,7 @@ pub const EPOCH_DAYS: i32 = 10_957;
 /// Microseconds from 1970-01-01 to 2000-01-01.
 pub const EPOCH_US: i64 = 946_684_800_000_000;
 
+#[inline]
 pub fn shift_date(d: i32) -> Option<i32> {
     match d {
         i32::MIN | i32::MAX => Some(d),
@@ -31,6 +32,7 @@ pub fn shift_date(d: i32) -> Option<i32> {
     }
 }
 
+#[inline]
 pub fn shift_timestamp(t: i64) -> Option<i64> {
     match t {
         i64::MIN | i64::MAX => Some(t),
@@ -38,13 +40,16 @@ pub fn shift_timestamp(t: i64) -> Option<i64> {
     }
 }
 
-pub fn date(name: &str) -> Fixed<Date32Type> {
+pub fn date(name: &str) -> Fixed<Date32Type, impl Fn(i64) -> Option<i32>> {
     let mut f = Fixed::new(4, |x| shift_date(x as i32));
     f.name = name.into();
     f
 }
 
-pub fn timestamp(tz: bool, name: &str) -> Fixed<TimestampMicrosecondType> {
+pub fn timestamp(
+    tz: bool,
+    name: &str,
+) -> Fixed<TimestampMicrosecondType, impl Fn(i64) -> Option<i64>> {
     let mut f = Fixed::new(8, shift_timestamp);
     f.name = name.into();
     if tz {
@@ -56,7 +61,7 @@ pub fn timestamp(tz: bool, name: &str) -> Fixed<TimestampMicrosecondType> {
     f
 }
 
-pub fn time() -> Fixed<Time64MicrosecondType> {
+pub fn time() -> Fixed<Time64MicrosecondType, impl Fn(i64) -> Option<i64>> {
     Fixed::new(8, Some)
 }
 

@@ -10,11 +10,12 @@ use pgrx::pg_sys;
 use std::sync::Arc;
 
 /// A fixed-width by-value PostgreSQL type of `attlen` bytes whose raw value (sign-extended
-/// i64) maps to an Arrow primitive by `map` (None: the value has no Arrow form).
-pub struct Fixed<T: ArrowPrimitiveType> {
+/// i64) maps to an Arrow primitive by `map` (None: the value has no Arrow form). `map` is a type
+/// parameter, not a function pointer, so that range loops inline it.
+pub struct Fixed<T: ArrowPrimitiveType, M: Fn(i64) -> Option<T::Native>> {
     pub b: PrimitiveBuilder<T>,
     pub attlen: i16,
-    pub map: fn(i64) -> Option<T::Native>,
+    pub map: M,
     /// the column's name, for the out-of-range error
     pub name: String,
     /// the Arrow type when it carries parameters (a timestamp's time zone)
@@ -23,8 +24,8 @@ pub struct Fixed<T: ArrowPrimitiveType> {
     pub copy: bool,
 }
 
-impl<T: ArrowPrimitiveType> Fixed<T> {
-    pub fn new(attlen: i16, map: fn(i64) -> Option<T::Native>) -> Self {
+impl<T: ArrowPrimitiveType, M: Fn(i64) -> Option<T::Native>> Fixed<T, M> {
+    pub fn new(attlen: i16, map: M) -> Self {
         Fixed {
             b: PrimitiveBuilder::new(),
             attlen,
@@ -52,7 +53,7 @@ impl<T: ArrowPrimitiveType> Fixed<T> {
     }
 }
 
-impl<T: ArrowPrimitiveType> Column for Fixed<T> {
+impl<T: ArrowPrimitiveType, M: Fn(i64) -> Option<T::Native>> Column for Fixed<T, M> {
     fn push_block(&mut self, b: BlockRef, c: &ColDesc, rows: &[u32]) -> bool {
         if c.kind != KIND_FIXED || c.byval == 0 || c.attlen != self.attlen {
             return false;
@@ -68,23 +69,57 @@ impl<T: ArrowPrimitiveType> Column for Fixed<T> {
     }
 
     fn push_range(&mut self, b: BlockRef, c: &ColDesc, first: u32, n: u32) -> bool {
-        if !self.copy
-            || c.kind != KIND_FIXED
+        if c.kind != KIND_FIXED
             || c.byval == 0
+            || c.attlen != self.attlen
             || c.attlen as usize != std::mem::size_of::<T::Native>()
         {
             return false;
         }
+        let validity = super::range_validity(b, c, first, n);
         // SAFETY: the column region holds `capacity` cells of attlen bytes, 64-byte aligned
-        let vals = unsafe {
+        let cells = unsafe {
             std::slice::from_raw_parts(b.value_ptr(c, first) as *const T::Native, n as usize)
         };
-        match super::range_validity(b, c, first, n) {
-            None => self.b.append_slice(vals),
-            Some((bits, _)) => {
-                let valid: Vec<bool> = bits.iter().collect();
-                self.b.append_values(vals, &valid);
+        if self.copy {
+            match validity {
+                None => self.b.append_slice(cells),
+                Some((bits, _)) => {
+                    let valid: Vec<bool> = bits.iter().collect();
+                    self.b.append_values(cells, &valid);
+                }
             }
+            return true;
+        }
+        // dates and timestamps: shifted to 1970 in one tight loop (a NULL cell's bytes are not
+        // a value: they may fail the mapping)
+        let mut bad = None;
+        {
+            let map = &self.map;
+            let value = |s: u32| match map(read_raw(b, c, s)) {
+                Some(v) => v,
+                None => {
+                    if bad.is_none() && b.is_valid(c, s) {
+                        bad = Some(s);
+                    }
+                    T::Native::default()
+                }
+            };
+            match validity {
+                // SAFETY: a range's map has an exact length
+                None => unsafe {
+                    self.b
+                        .append_trusted_len_iter((first..first + n).map(value))
+                },
+                Some((bits, _)) => {
+                    let vals: Vec<T::Native> = (first..first + n).map(value).collect();
+                    let valid: Vec<bool> = bits.iter().collect();
+                    self.b.append_values(&vals, &valid);
+                }
+            }
+        }
+        if let Some(s) = bad {
+            self.push(read_raw(b, c, s)); // raises the out-of-range error
         }
         true
     }
@@ -108,31 +143,36 @@ impl<T: ArrowPrimitiveType> Column for Fixed<T> {
     }
 }
 
-pub fn int16() -> Fixed<Int16Type> {
+pub fn int16() -> Fixed<Int16Type, impl Fn(i64) -> Option<<Int16Type as ArrowPrimitiveType>::Native>>
+{
     Fixed {
         copy: true,
         ..Fixed::new(2, |x| Some(x as i16))
     }
 }
-pub fn int32() -> Fixed<Int32Type> {
+pub fn int32() -> Fixed<Int32Type, impl Fn(i64) -> Option<<Int32Type as ArrowPrimitiveType>::Native>>
+{
     Fixed {
         copy: true,
         ..Fixed::new(4, |x| Some(x as i32))
     }
 }
-pub fn int64() -> Fixed<Int64Type> {
+pub fn int64() -> Fixed<Int64Type, impl Fn(i64) -> Option<<Int64Type as ArrowPrimitiveType>::Native>>
+{
     Fixed {
         copy: true,
         ..Fixed::new(8, Some)
     }
 }
-pub fn float32() -> Fixed<Float32Type> {
+pub fn float32(
+) -> Fixed<Float32Type, impl Fn(i64) -> Option<<Float32Type as ArrowPrimitiveType>::Native>> {
     Fixed {
         copy: true,
         ..Fixed::new(4, |x| Some(f32::from_bits(x as u32)))
     }
 }
-pub fn float64() -> Fixed<Float64Type> {
+pub fn float64(
+) -> Fixed<Float64Type, impl Fn(i64) -> Option<<Float64Type as ArrowPrimitiveType>::Native>> {
     Fixed {
         copy: true,
         ..Fixed::new(8, |x| Some(f64::from_bits(x as u64)))

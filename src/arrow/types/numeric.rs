@@ -69,6 +69,64 @@ impl Column for Decimal {
         true
     }
 
+    /// Consecutive rows: the scaled integers widened to i128 in one loop.
+    fn push_range(&mut self, b: BlockRef, c: &ColDesc, first: u32, n: u32) -> bool {
+        if !matches!(c.kind, KIND_DEC64 | KIND_DEC128) || c.scale as i8 != self.scale {
+            return false;
+        }
+        let validity = super::range_validity(b, c, first, n);
+        let base = b.value_ptr(c, first);
+        let nan_at = |k: usize| validity.as_ref().is_none_or(|(bits, _)| bits.value(k));
+        // SAFETY: the column region holds `capacity` cells of 8 or 16 bytes from `first` on
+        if c.kind == KIND_DEC128 {
+            let vals = unsafe { std::slice::from_raw_parts(base as *const i128, n as usize) };
+            if vals
+                .iter()
+                .enumerate()
+                .any(|(k, &v)| v == NAN128 && nan_at(k))
+            {
+                self.nan();
+            }
+            match &validity {
+                None => self.b.append_slice(vals),
+                Some((bits, _)) => {
+                    let valid: Vec<bool> = bits.iter().collect();
+                    self.b.append_values(vals, &valid);
+                }
+            }
+        } else {
+            let vals = unsafe { std::slice::from_raw_parts(base as *const i64, n as usize) };
+            match &validity {
+                // SAFETY: a slice's map has an exact length
+                None => {
+                    let mut nan = false;
+                    unsafe {
+                        self.b.append_trusted_len_iter(vals.iter().map(|&x| {
+                            nan |= x == NAN64;
+                            x as i128
+                        }))
+                    };
+                    if nan {
+                        self.nan();
+                    }
+                }
+                Some((bits, _)) => {
+                    if vals
+                        .iter()
+                        .enumerate()
+                        .any(|(k, &v)| v == NAN64 && nan_at(k))
+                    {
+                        self.nan();
+                    }
+                    let wide: Vec<i128> = vals.iter().map(|&x| x as i128).collect();
+                    let valid: Vec<bool> = bits.iter().collect();
+                    self.b.append_values(&wide, &valid);
+                }
+            }
+        }
+        true
+    }
+
     unsafe fn push_datum(&mut self, d: pg_sys::Datum, isnull: bool) {
         if isnull {
             self.b.append_null();

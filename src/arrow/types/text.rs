@@ -86,6 +86,54 @@ impl Text {
     }
 }
 
+impl Text {
+    /// char(n) / short varchar(n) cells (NUL-padded, `width` bytes each) of consecutive rows:
+    /// one pass, no per-value bookkeeping (a full cell, the usual char(n) value, is copied whole).
+    fn push_charn_range(&mut self, b: BlockRef, c: &ColDesc, first: u32, n: u32) {
+        let w = c.width as usize;
+        // SAFETY: the column region holds `capacity` cells of `width` bytes
+        let cells = unsafe { std::slice::from_raw_parts(b.value_ptr(c, first), n as usize * w) };
+        let validity = super::range_validity(b, c, first, n);
+        if self.data.len() + cells.len() > i32::MAX as usize {
+            batch_too_large(&self.name);
+        }
+        self.data.reserve(cells.len());
+        self.offsets.reserve(n as usize);
+        if validity.is_none() && cells.chunks_exact(w).all(|cell| cell[w - 1] != 0) {
+            // every value fills its cell (char(n) of single-byte characters): the cells are
+            // the data, the offsets step by the width
+            let base = self.data.len();
+            self.data.extend_from_slice(cells);
+            self.offsets
+                .extend((1..=n as usize).map(|i| (base + i * w) as i32));
+            self.nulls.append_n(n as usize, true);
+            return;
+        }
+        for (i, cell) in cells.chunks_exact(w).enumerate() {
+            let valid = match &validity {
+                None => true,
+                Some((bits, _)) => bits.value(i),
+            };
+            if valid {
+                let len = if cell[w - 1] != 0 {
+                    w
+                } else {
+                    encoding::charn_len(cell)
+                };
+                self.data.extend_from_slice(&cell[..len]);
+            }
+            self.offsets.push(self.data.len() as i32);
+        }
+        match validity {
+            None => self.nulls.append_n(n as usize, true),
+            Some((bits, nulls)) => {
+                self.nulls.append_buffer(&bits);
+                self.null_count += nulls;
+            }
+        }
+    }
+}
+
 impl Column for Text {
     fn push_block(&mut self, b: BlockRef, c: &ColDesc, rows: &[u32]) -> bool {
         match c.kind {
@@ -133,6 +181,10 @@ impl Column for Text {
     /// Gathered values (a frozen block): the range's values lie back to back in the var area,
     /// so they are copied at once and the offsets follow from the entries.
     fn push_range(&mut self, b: BlockRef, c: &ColDesc, first: u32, n: u32) -> bool {
+        if c.kind == KIND_CHARN && self.valid {
+            self.push_charn_range(b, c, first, n);
+            return true;
+        }
         if c.kind != KIND_VAR || !self.valid || n == 0 {
             return false;
         }
