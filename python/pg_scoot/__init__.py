@@ -12,8 +12,10 @@ from the table's column blocks); this module only concatenates the chunks and op
 The rows are those of one snapshot: the statement's (READ COMMITTED) or the transaction's
 (REPEATABLE READ), whatever other sessions write meanwhile.
 """
+import psycopg
 import pyarrow as pa
 import pyarrow.ipc as ipc
+from psycopg.adapt import Loader
 
 __all__ = ["read_arrow", "read_pandas", "read_polars", "stream_batches"]
 
@@ -81,10 +83,22 @@ def stream_batches(conn, table, columns=None, where=None, batch_rows=None, text_
                 yield batch
 
 
+class _ChunkLoader(Loader):
+    """bytea (binary format) as the buffer psycopg hands the loader, not as a bytes copy: with
+    psycopg's C implementation a memoryview of the libpq result, which it keeps alive; the
+    Arrow arrays then point into the received chunks (no copy of the data in the client)."""
+
+    format = psycopg.pq.Format.BINARY
+
+    def load(self, data):
+        return data
+
+
 def read_arrow(conn, table, columns=None, where=None, batch_rows=None, text_fallback=False):
     """The table (or `columns` of it, rows matching `where`) as a pyarrow.Table."""
     sql, args = _query(table, columns, where, batch_rows, text_fallback)
     with conn.cursor(binary=True) as cur:
+        cur.adapters.register_loader("bytea", _ChunkLoader)
         # rows as they arrive (libpq single-row mode): no result set of the whole table first
         return _table_from_chunks(r[0] for r in cur.stream(sql, args))
 
