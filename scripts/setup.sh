@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything pg_scoot needs on a Debian 12 machine, as root. Idempotent; a no-op (~1 s)
 # when everything is present.
-#   apt: postgresql-15 (+ client, contrib, server-dev), libclang-dev, clang, pkg-config, sudo, make
+#   apt: postgresql-15 (+ client, contrib, server-dev), libclang-dev, clang, pkg-config, sudo, make,
+#        openssl, strace, iproute2 (the Arrow transport scenario: a TLS certificate, send calls, ss)
 #   cargo-pgrx 0.18.1 (exactly), `cargo pgrx init --pg15 <pg_config>`,
 #   python: psycopg[binary], pyarrow (for whichever python3 is on PATH),
 #   the unprivileged `postgres` OS user (servers refuse to run as root).
@@ -13,7 +14,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 step "setup: system packages"
 APT_PKGS=(postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
-          libclang-dev clang pkg-config sudo make)
+          libclang-dev clang pkg-config sudo make openssl strace iproute2)
 # Debian 12 has no separate postgresql-contrib-15 (contrib ships in postgresql-15);
 # take it only where such a package exists.
 missing=()

@@ -433,53 +433,73 @@ impl Export {
     }
 }
 
-/// A larger kernel send buffer on a Unix-domain client socket while a stream goes out.
-/// PostgreSQL 15 sends a large message 8 kB at a time, and with the default buffer (~200 kB) the
-/// backend waits for the client to drain each piece before it can go on building the next chunk;
-/// with a few MB the next chunk is built while the client still reads the last one. The old size
-/// comes back when the stream ends (a stream abandoned by an error leaves the larger buffer to
-/// the session). TCP sockets are left alone: setting SO_SNDBUF there would turn off the
-/// kernel's own buffer sizing for the rest of the session.
-struct SendBuffer {
-    sock: std::ffi::c_int,
-    old: std::ffi::c_int,
+/// How the stream's chunks reach the client while it goes out (restored when it ends; an error
+/// restores the send path at the transaction's end, and leaves the socket's larger buffer to the
+/// session):
+/// - PostgreSQL 15 copies every message through an 8 kB send buffer and writes it 8 kB per
+///   send(); chunk-sized messages are instead written straight from the message
+///   (src/ffi/shim.c, what PostgreSQL 17 does for large messages);
+/// - on a Unix-domain socket the kernel's send buffer is enlarged to a few MB (default ~200 kB):
+///   the backend builds the next chunk while the client still reads the last one. TCP sockets
+///   are left alone: setting SO_SNDBUF there turns off the kernel's own buffer sizing for the
+///   rest of the session.
+struct SendPath {
+    /// the Unix socket and its send buffer size before the stream
+    sndbuf: Option<(std::ffi::c_int, std::ffi::c_int)>,
 }
 
 /// What the export asks for (the kernel caps it at net.core.wmem_max).
 const STREAM_SNDBUF: std::ffi::c_int = 8 << 20;
 
-impl SendBuffer {
-    fn enlarge() -> Option<SendBuffer> {
-        let sock = unsafe { crate::ffi::scoot_client_socket() };
-        if sock < 0 {
-            return None;
+impl SendPath {
+    fn begin() -> SendPath {
+        unsafe { crate::ffi::scoot_direct_send_begin() };
+        SendPath {
+            sndbuf: unix_socket().and_then(|sock| {
+                let old = get_sndbuf(sock)?;
+                set_sndbuf(sock, STREAM_SNDBUF);
+                Some((sock, old))
+            }),
         }
-        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut alen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        let r = unsafe {
-            libc::getsockname(sock, &mut addr as *mut _ as *mut libc::sockaddr, &mut alen)
-        };
-        if r != 0 || addr.ss_family != libc::AF_UNIX as libc::sa_family_t {
-            return None;
-        }
-        let get = || {
-            let mut v: std::ffi::c_int = 0;
-            let mut len = std::mem::size_of::<std::ffi::c_int>() as libc::socklen_t;
-            let r = unsafe {
-                libc::getsockopt(
-                    sock,
-                    libc::SOL_SOCKET,
-                    libc::SO_SNDBUF,
-                    &mut v as *mut _ as *mut libc::c_void,
-                    &mut len,
-                )
-            };
-            (r == 0).then_some(v)
-        };
-        let old = get()?;
-        set_sndbuf(sock, STREAM_SNDBUF);
-        Some(SendBuffer { sock, old })
     }
+}
+
+impl Drop for SendPath {
+    fn drop(&mut self) {
+        unsafe { crate::ffi::scoot_direct_send_end() };
+        if let Some((sock, old)) = self.sndbuf {
+            // getsockopt reports twice what setsockopt asked for (the kernel's bookkeeping share)
+            set_sndbuf(sock, old / 2);
+        }
+    }
+}
+
+/// The client connection's socket if it is a Unix-domain one.
+fn unix_socket() -> Option<std::ffi::c_int> {
+    let sock = unsafe { crate::ffi::scoot_client_socket() };
+    if sock < 0 {
+        return None;
+    }
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut alen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let r =
+        unsafe { libc::getsockname(sock, &mut addr as *mut _ as *mut libc::sockaddr, &mut alen) };
+    (r == 0 && addr.ss_family == libc::AF_UNIX as libc::sa_family_t).then_some(sock)
+}
+
+fn get_sndbuf(sock: std::ffi::c_int) -> Option<std::ffi::c_int> {
+    let mut v: std::ffi::c_int = 0;
+    let mut len = std::mem::size_of::<std::ffi::c_int>() as libc::socklen_t;
+    let r = unsafe {
+        libc::getsockopt(
+            sock,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            &mut v as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    (r == 0).then_some(v)
 }
 
 fn set_sndbuf(sock: std::ffi::c_int, size: std::ffi::c_int) {
@@ -494,20 +514,13 @@ fn set_sndbuf(sock: std::ffi::c_int, size: std::ffi::c_int) {
     }
 }
 
-impl Drop for SendBuffer {
-    fn drop(&mut self) {
-        // getsockopt reports twice what setsockopt asked for (the kernel's bookkeeping share)
-        set_sndbuf(self.sock, self.old / 2);
-    }
-}
-
 /// The SQL function's iterator: an [`Export`] encoded as one IPC stream, a chunk per call (the
 /// first starts with the schema message, the last ends with the end-of-stream marker).
 pub struct IpcStream {
     export: Export,
     sink: Sink,
     writer: Option<StreamWriter<Sink>>,
-    sndbuf: Option<SendBuffer>,
+    send: Option<SendPath>,
 }
 
 impl IpcStream {
@@ -519,7 +532,7 @@ impl IpcStream {
             export,
             sink,
             writer: Some(writer),
-            sndbuf: SendBuffer::enlarge(),
+            send: Some(SendPath::begin()),
         }
     }
 }
@@ -544,8 +557,8 @@ impl Iterator for IpcStream {
             }
         }
         if self.writer.is_none() {
-            // the last chunk is still to be sent: the old size is enough for it
-            self.sndbuf = None;
+            // the last chunk is still to be sent: PostgreSQL's own path is enough for it
+            self.send = None;
         }
         Some(self.sink.0.borrow_mut().take())
     }

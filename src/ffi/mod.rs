@@ -31,6 +31,9 @@ extern "C-unwind" {
     pub static max_prepared_xacts: std::ffi::c_int;
     /// The client connection's socket, -1 without one (src/ffi/shim.c).
     pub fn scoot_client_socket() -> std::ffi::c_int;
+    /// Large messages straight to the socket while an Arrow stream goes out (src/ffi/shim.c).
+    pub fn scoot_direct_send_begin();
+    pub fn scoot_direct_send_end();
     pub fn RelidByRelfilenode(reltablespace: pg_sys::Oid, relfilenode: pg_sys::Oid) -> pg_sys::Oid;
     /// A regular backend's SIGTERM handler (sets ProcDiePending; exits at the next interrupt
     /// check), as a plain C function pointer for `pqsignal`.

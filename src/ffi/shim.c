@@ -168,3 +168,128 @@ scoot_client_socket(void)
 		return -1;
 	return (int) ((ScootPortHead *) MyProcPort)->sock;
 }
+
+/*
+ * Sending the Arrow export's chunks without PostgreSQL's 8 kB send buffer.
+ *
+ * PostgreSQL 15 sends every message through PqSendBuffer, 8 kB at a time: a 10 MB DataRow is
+ * copied once more and written with ~1,300 send() calls. While a stream is going out
+ * (scoot_direct_send_begin .. _end), DataRow-sized messages (>= 256 kB) are written with
+ * secure_write() straight from the message buffer (after what PostgreSQL had buffered), which
+ * is what PostgreSQL 17 does for large messages; every other message takes PostgreSQL's own
+ * path. Errors are handled as internal_flush() handles them (logged once, ClientConnectionLost).
+ * libpq/libpq.h needs the GSSAPI headers of the server's build, so the method table is declared
+ * here with PostgreSQL 15's layout.
+ */
+#include "port/pg_bswap.h"
+#include "tcop/dest.h"
+#include "access/parallel.h"
+#include "access/xact.h"
+
+typedef struct ScootPQcommMethods
+{
+	void		(*comm_reset) (void);
+	int			(*flush) (void);
+	int			(*flush_if_writable) (void);
+	bool		(*is_send_pending) (void);
+	int			(*putmessage) (char msgtype, const char *s, size_t len);
+	void		(*putmessage_noblock) (char msgtype, const char *s, size_t len);
+} ScootPQcommMethods;
+
+extern PGDLLIMPORT const ScootPQcommMethods *PqCommMethods;
+extern ssize_t secure_write(struct Port *port, void *ptr, size_t len);
+
+#define SCOOT_DIRECT_SEND_MIN (256 * 1024)
+
+static const ScootPQcommMethods *scoot_saved_comm = NULL;
+static ScootPQcommMethods scoot_direct_comm;
+
+static int
+scoot_write_all(const char *p, size_t len)
+{
+	static int	last_reported_send_errno = 0;
+
+	while (len > 0)
+	{
+		ssize_t		r = secure_write(MyProcPort, (void *) p, len);
+
+		if (r <= 0)
+		{
+			if (errno == EINTR)
+				continue;
+			/* only to the server log: a message to the client would recurse here */
+			if (errno != last_reported_send_errno)
+			{
+				last_reported_send_errno = errno;
+				ereport(COMMERROR,
+						(errcode_for_socket_access(),
+						 errmsg("could not send data to client: %m")));
+			}
+			ClientConnectionLost = 1;
+			InterruptPending = 1;
+			return EOF;
+		}
+		last_reported_send_errno = 0;
+		p += r;
+		len -= r;
+	}
+	return 0;
+}
+
+static int
+scoot_direct_putmessage(char msgtype, const char *s, size_t len)
+{
+	char		hdr[5];
+	uint32		n32;
+
+	if (len < SCOOT_DIRECT_SEND_MIN)
+		return scoot_saved_comm->putmessage(msgtype, s, len);
+	/* what PostgreSQL has buffered goes first (this also makes the socket blocking) */
+	if (scoot_saved_comm->flush())
+		return EOF;
+	hdr[0] = msgtype;
+	n32 = pg_hton32((uint32) (len + 4));
+	memcpy(hdr + 1, &n32, 4);
+	if (scoot_write_all(hdr, 5) || scoot_write_all(s, len))
+		return EOF;
+	return 0;
+}
+
+void		scoot_direct_send_begin(void);
+void		scoot_direct_send_end(void);
+
+/* the stream's end normally restores PostgreSQL's methods; a transaction's end always does */
+static void
+scoot_direct_send_xact(XactEvent event, void *arg)
+{
+	scoot_direct_send_end();
+}
+
+void
+scoot_direct_send_begin(void)
+{
+	static bool registered = false;
+
+	if (scoot_saved_comm != NULL || MyProcPort == NULL || whereToSendOutput != DestRemote ||
+		IsParallelWorker())
+		return;
+	if (!registered)
+	{
+		RegisterXactCallback(scoot_direct_send_xact, NULL);
+		registered = true;
+	}
+	scoot_saved_comm = PqCommMethods;
+	scoot_direct_comm = *PqCommMethods;
+	scoot_direct_comm.putmessage = scoot_direct_putmessage;
+	PqCommMethods = &scoot_direct_comm;
+}
+
+void
+scoot_direct_send_end(void)
+{
+	if (scoot_saved_comm == NULL)
+		return;
+	if (PqCommMethods == &scoot_direct_comm)
+		PqCommMethods = scoot_saved_comm;
+	scoot_saved_comm = NULL;
+}
