@@ -3,7 +3,8 @@
 #  pgbench_accounts (scale 10) loses three rows in four, so its blocks are a quarter full. While
 #  pgbench (2 clients, 20 s, READ COMMITTED) updates random accounts, a session compacts the table
 #  over and over (scoot.compact, then VACUUM) and the background compactor may act too
-#  (scoot.freeze_after = 300ms). Moves race with pgbench's updates of the same rows: pgbench waits
+#  (scoot.freeze_after = 300ms: blocks freeze under the load and pgbench's writes thaw them; both
+#  are counted). Moves race with pgbench's updates of the same rows: pgbench waits
 #  for the compacting transaction and follows the row to its new place.
 #  Checked after the load: no pgbench transaction failed; the table needs far fewer blocks; every
 #  account's balance equals the sum of its history rows, tellers and branches equal the whole
@@ -45,6 +46,7 @@ checks() {   # checks <label>
 }
 
 echo "--- pgbench 20 s, 2 clients, while compacting"
+fz0=$(q -c "SELECT blocks_frozen || ' ' || blocks_thawed FROM scoot.freeze_stats")
 "$BIN/pgbench" -n -c 2 -j 2 -T 20 >"$WORK/pgbench.log" 2>&1 &
 PGB=$!
 moved=0
@@ -59,6 +61,11 @@ wait $PGB || { cat "$WORK/pgbench.log"; fail "pgbench failed"; }
 grep -E "number of failed transactions: 0|^tps" "$WORK/pgbench.log" | head -2
 grep -q "number of failed transactions: 0" "$WORK/pgbench.log" || soft_fail "pgbench reported failed transactions"
 echo "    scoot.compact moved $moved rows during the load"
+# the background freezer froze blocks under the load and pgbench's writes thawed some of them
+read -r f0 t0 <<<"$fz0"
+read -r f1 t1 <<<"$(q -c "SELECT blocks_frozen || ' ' || blocks_thawed FROM scoot.freeze_stats")"
+echo "    during the load: $((f1 - f0)) blocks frozen, $((t1 - t0)) thawed"
+[ $((f1 - f0)) -gt 0 ] && [ $((t1 - t0)) -gt 0 ] || soft_fail "no freezing and thawing under the load"
 [ "$moved" -gt 100000 ] || soft_fail "only $moved rows moved"
 q -c "VACUUM pgbench_accounts" || fail "vacuum"
 b1=$(blocks)
