@@ -41,7 +41,8 @@ VARIANTS = [
 
 
 def gen(dir_):
-    if os.path.exists(os.path.join(dir_, "lineitem.csv")):
+    # every table (the Arrow benchmark generates lineitem alone into the same directory)
+    if all(os.path.exists(os.path.join(dir_, f"{t}.csv")) for t in TABLES):
         return
     os.makedirs(dir_, exist_ok=True)
     exe = os.environ.get("TPCHGEN", os.path.expanduser("~/.cargo/bin/tpchgen-cli"))
