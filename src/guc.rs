@@ -57,6 +57,10 @@ pub static DEBUG_REDO_DELAY_US: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// computed a block at a time by the ScootAgg custom scan.
 pub static AGG_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `scoot.join_filter`: a ScootScan probing a hash join drops the rows whose key the join's hash
+/// table cannot hold, before forming them (`exec/customscan.c`).
+pub static JOIN_FILTER: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 /// `scoot.opportunistic_prune`: prune version chains during scans and index fetches (debugging aid).
 pub static OPPORTUNISTIC_PRUNE: GucSetting<bool> = GucSetting::<bool>::new(true);
 
@@ -120,6 +124,14 @@ pub fn define() {
         c"Aggregates over one scoot table may be computed by the ScootAgg custom scan (needs scoot.custom_scan).",
         c"ScootAgg computes count, sum, avg, min and max, grouped by plain columns or not, a block at a time on the column regions (EXPLAIN: Scoot Aggregates). Off: PostgreSQL's Agg over a scan.",
         &AGG_PUSHDOWN,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.join_filter",
+        c"A ScootScan on the probing side of a hash join drops rows whose key is not in the join's hash table (needs scoot.custom_scan).",
+        c"Once the join has built its hash table, the scan looks each row's key up in it (integer and date keys) before forming the row, and keeps only rows the join could match (EXPLAIN ANALYZE: Rows Removed by Scoot Join Filter). Off: every row goes to the join.",
+        &JOIN_FILTER,
         GucContext::Userset,
         GucFlags::default(),
     );

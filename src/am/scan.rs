@@ -64,7 +64,27 @@ pub struct ScanState {
     filters: Vec<BlockFilter>,
     /// blocks skipped by their zone maps
     pub zone_skipped: u64,
+    /// ScootScan under a hash join: the join's hash table (see [`set_join_filter`])
+    join: Option<JoinFilter>,
+    /// rows the join filter dropped
+    join_removed: u64,
 }
+
+/// The hash table of the hash join a ScootScan probes (`exec/customscan.c`): a row whose key
+/// columns hash (as PostgreSQL's integer hash functions would) to a value `may_match` says the
+/// table cannot hold is one the join would drop.
+pub struct JoinFilter {
+    pub table: *mut c_void,
+    pub may_match: unsafe extern "C" fn(*mut c_void, u32) -> bool,
+    /// (column index, integer width 2 / 4 / 8) of each hash key, in the join's key order
+    pub keys: Vec<(usize, u8)>,
+    /// rows looked up so far; the filter stops looking when it keeps nearly every row
+    checked: u64,
+    removed: u64,
+}
+
+/// Rows a join filter looks up before it judges whether it pays.
+const JOIN_FILTER_TRIAL: u64 = 65536;
 
 /// A palloc'd holder whose memory-context callback drops the Rust state if the scan is never
 /// ended (error paths), and which `scan_end` empties.
@@ -190,6 +210,8 @@ pub unsafe extern "C-unwind" fn scan_begin(
             pagemode: false,
             eager: 0,
             filters: Vec::new(),
+            join: None,
+            join_removed: 0,
             zone_skipped: 0,
         });
         {
@@ -448,12 +470,101 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
         let st = state(scan);
         // collect_block reads but never changes the filters
         let filters: *const Vec<BlockFilter> = &st.filters;
+        // nor the join filter (apart from its counters)
+        let join: *mut Option<JoinFilter> = &mut st.join;
         let (td, eager) = (st.td, st.eager);
+        let mut removed = 0;
         collect_block(scan, lb, &mut |blk, batch| {
             apply_filters(&*filters, batch, blk);
+            if let Some(j) = &mut *join {
+                removed = apply_join_filter(j, batch, blk);
+            }
             batch.fill(blk, td, eager);
         });
+        let st = state(scan);
+        st.join_removed += removed;
+        if let Some(j) = &st.join {
+            // a join that matches nearly every row: the lookups cost more than they save
+            if j.checked >= JOIN_FILTER_TRIAL && j.removed * 16 < j.checked {
+                st.join = None;
+            }
+        }
     }
+}
+
+/// Drops the batch's rows whose key the join's hash table cannot hold; returns how many. A
+/// block that stores a key column in another form (or not at all) keeps its rows, and so does
+/// a row with a NULL key.
+fn apply_join_filter(
+    j: &mut JoinFilter,
+    batch: &mut Batch,
+    blk: crate::storage::block::BlockRef,
+) -> u64 {
+    use crate::storage::block::{ColDesc, KIND_FIXED};
+    let mut cols: [(ColDesc, u8); 4] = [(ColDesc::default(), 0); 4];
+    if batch.is_empty() || j.keys.len() > cols.len() {
+        return 0;
+    }
+    for (i, &(col, width)) in j.keys.iter().enumerate() {
+        if col >= batch.block_natts {
+            return 0;
+        }
+        let c = *blk.col(col);
+        if c.kind != KIND_FIXED || c.byval == 0 || c.attlen != width as i16 {
+            return 0;
+        }
+        cols[i] = (c, width);
+    }
+    let cols = &cols[..j.keys.len()];
+    let before = batch.len();
+    batch.retain(|s| {
+        let mut h = 0u32;
+        for (c, width) in cols {
+            if !blk.is_valid(c, s) {
+                return true;
+            }
+            let p = blk.value_ptr(c, s);
+            let v = unsafe {
+                match width {
+                    2 => (p as *const i16).read_unaligned() as i64,
+                    4 => (p as *const i32).read_unaligned() as i64,
+                    _ => (p as *const i64).read_unaligned(),
+                }
+            };
+            h = h.rotate_left(1) ^ filter::hash_int(v, *width);
+        }
+        unsafe { (j.may_match)(j.table, h) }
+    });
+    let removed = (before - batch.len()) as u64;
+    j.checked += before as u64;
+    j.removed += removed;
+    removed
+}
+
+/// Sets (or, with a null table, removes) a ScootScan's join filter; it applies from the next
+/// block the scan enters.
+pub fn set_join_filter(
+    scan: pg_sys::TableScanDesc,
+    table: *mut c_void,
+    may_match: Option<unsafe extern "C" fn(*mut c_void, u32) -> bool>,
+    keys: Vec<(usize, u8)>,
+) {
+    let st = state(scan);
+    st.join = match may_match {
+        Some(f) if !table.is_null() && !keys.is_empty() => Some(JoinFilter {
+            table,
+            may_match: f,
+            keys,
+            checked: 0,
+            removed: 0,
+        }),
+        _ => None,
+    };
+}
+
+/// Rows the join filter dropped so far.
+pub fn join_filter_removed(scan: pg_sys::TableScanDesc) -> u64 {
+    state(scan).join_removed
 }
 
 /// Collects into the scan's batch (reset, no columns) the rows of local block `lb` the scan

@@ -106,6 +106,45 @@ pub unsafe extern "C" fn scoot_scan_set_filter(
     }
 }
 
+/// Does a ScootScan filter the rows it hands a hash join (`scoot.join_filter`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_join_filter_enabled() -> bool {
+    guc::JOIN_FILTER.get()
+}
+
+/// Gives a ScootScan's scan the hash table of the join it probes (null: none): from the next
+/// block on, rows whose key columns (`attnos`, hashed as integers of `widths` bytes) hash to a
+/// value the table cannot hold are dropped (see `join_filter` in customscan.c).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_scan_set_join_filter(
+    scan: pg_sys::TableScanDesc,
+    hashtable: *mut std::ffi::c_void,
+    may_match: Option<unsafe extern "C" fn(*mut std::ffi::c_void, u32) -> bool>,
+    nkeys: i32,
+    attnos: *const i32,
+    widths: *const i32,
+) {
+    let keys = if hashtable.is_null() || nkeys <= 0 {
+        Vec::new()
+    } else {
+        unsafe {
+            let a = std::slice::from_raw_parts(attnos, nkeys as usize);
+            let w = std::slice::from_raw_parts(widths, nkeys as usize);
+            a.iter()
+                .zip(w)
+                .map(|(&a, &w)| ((a - 1) as usize, w as u8))
+                .collect()
+        }
+    };
+    am::scan::set_join_filter(scan, hashtable, may_match, keys);
+}
+
+/// Rows a ScootScan's join filter dropped (EXPLAIN ANALYZE).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_scan_join_filter_removed(scan: pg_sys::TableScanDesc) -> i64 {
+    am::scan::join_filter_removed(scan) as i64
+}
+
 /// Blocks a ScootScan's scan skipped by their zone maps (EXPLAIN ANALYZE).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn scoot_scan_zone_skipped(scan: pg_sys::TableScanDesc) -> i64 {
