@@ -138,8 +138,8 @@ SET scoot.olap = on;
 SELECT same($$SELECT f.k, f.n, x.label FROM FACT f JOIN DIM x ON f.k = x.k$$);
 SELECT removed($$SELECT f.k FROM FACT f JOIN DIM x ON f.k = x.k$$) > 150000 AS removed_on_image;
 RESET scoot.olap;
--- parallel workers: each worker's own (not shared) hash table filters its part of the scan;
--- a Parallel Hash (shared table) gets no filter
+-- parallel workers: with a private hash table per worker, and with a Parallel Hash (the
+-- shared table of the batch being probed)
 SET max_parallel_workers_per_gather = 2;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
@@ -148,6 +148,20 @@ SET enable_parallel_hash = off;
 SELECT same($$SELECT f.k, f.n, x.label FROM FACT f JOIN DIM x ON f.k = x.k$$);
 SET enable_parallel_hash = on;
 SELECT same($$SELECT f.k, f.n, x.label FROM FACT f JOIN DIM x ON f.k = x.k$$);
+DO $$DECLARE l text; ph bool := false; jf bool := false;
+BEGIN
+  FOR l IN EXPLAIN (COSTS OFF) SELECT f.k, f.n, x.label FROM jf f JOIN dim x ON f.k = x.k LOOP
+    ph := ph OR l LIKE '%Parallel Hash Join%';
+    jf := jf OR l LIKE '%Scoot Join Filter%';
+  END LOOP;
+  RAISE NOTICE 'parallel hash join: %, join filter: %', ph, jf;
+END$$;
+SET work_mem = '128kB';
+SELECT same($$SELECT f.m, count(*), sum(f.n) FROM SKEW f JOIN bigm x ON f.m = x.m GROUP BY f.m$$);
+-- a Parallel Hash in several batches partitions its outer side first: no filter then
+SET work_mem = '64kB';
+SELECT same($$SELECT f.m, count(*), sum(f.n) FROM SKEW f JOIN bigd x ON f.m = x.k GROUP BY f.m$$);
+RESET work_mem;
 RESET enable_parallel_hash;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;

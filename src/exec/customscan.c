@@ -1012,8 +1012,9 @@ set_columns(ScootScanState *s)
  * the scan does that lookup itself, a block at a time on the key columns, before any row is
  * formed, and keeps only the rows whose hash value is in the table (or in a batch on disk, or
  * in a skew bucket): exactly the rows the join could match; the join checks them again as
- * always. Only for inner, semi and right joins (which drop unmatched outer rows), a private
- * (not Parallel Hash) table, and keys that are plain int2/int4/int8/date columns hashed by
+ * always. Only for inner, semi and right joins (which drop unmatched outer rows), a built table
+ * (a private one, or the shared table of the batch a Parallel Hash probes), and keys that are
+ * plain int2/int4/int8/date columns hashed by
  * hashint2/hashint4/hashint8, whose hash the scan computes as PostgreSQL does (storage/filter.rs
  * hash_int, checked against PostgreSQL's functions in a #[pg_test]), and a scan whose qual and
  * target list call no volatile function (the rows dropped skip them). A row whose key is NULL
@@ -1036,6 +1037,20 @@ scoot_hj_may_match(void *hashtable, uint32 hashvalue)
 	ExecHashGetBucketAndBatch(ht, hashvalue, &bucketno, &batchno);
 	if (batchno != ht->curbatch)
 		return true;			/* the join writes the row to that batch's file */
+	if (ht->parallel_state != NULL)
+	{
+		/* Parallel Hash: the current batch's shared buckets, read-only while it is probed */
+		dsa_pointer p = dsa_pointer_atomic_read(&ht->buckets.shared[bucketno]);
+
+		while (DsaPointerIsValid(p))
+		{
+			t = (HashJoinTuple) dsa_get_address(ht->area, p);
+			if (t->hashvalue == hashvalue)
+				return true;
+			p = t->next.shared;
+		}
+		return false;
+	}
 	for (t = ht->buckets.unshared[bucketno]; t != NULL; t = t->next.unshared)
 		if (t->hashvalue == hashvalue)
 			return true;
@@ -1059,8 +1074,7 @@ join_filter_candidate(PlanState *ps)
 		((CustomScanState *) outer)->methods != &scoot_exec_methods)
 		return;
 	if (!(hj->js.jointype == JOIN_INNER || hj->js.jointype == JOIN_SEMI ||
-		  hj->js.jointype == JOIN_RIGHT) || ps->plan->parallel_aware ||
-		!scoot_join_filter_enabled())
+		  hj->js.jointype == JOIN_RIGHT) || !scoot_join_filter_enabled())
 		return;
 	if (list_length(plan->hashkeys) == 0 || list_length(plan->hashkeys) > SCOOT_JOIN_FILTER_MAX_KEYS)
 		return;
@@ -1110,7 +1124,11 @@ join_filter_update(ScootScanState *s)
 		return;
 	if (ht != NULL)
 	{
-		if (ht->parallel_state != NULL)
+		/*
+		 * Parallel Hash: the shared table of the batch being probed; while the join partitions
+		 * its outer side into batches (still in its build state) the scan keeps every row
+		 */
+		if (ht->parallel_state != NULL && ht->curbatch < 0)
 			ht = NULL;
 		for (i = 0; ht != NULL && i < s->probe_nkeys; i++)
 		{
