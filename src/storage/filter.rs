@@ -1027,4 +1027,3 @@ mod tests {
         assert!(nn.zone_excludes(&Prepared::Null, Zone::EMPTY));
     }
 }
-
