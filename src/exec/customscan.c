@@ -1552,6 +1552,21 @@ mark_join_filters(PlanState *ps, void *context)
 	return planstate_tree_walker(ps, mark_join_filters, context);
 }
 
+/*
+ * A scan node of a scoot table runs `wrapper` (which calls PostgreSQL's own ExecProcNode
+ * function for that node type, remembered in *orig) instead of it.
+ */
+static void
+wrap_scan_exec(ScanState *ss, ExecProcNodeMtd *orig, ExecProcNodeMtd wrapper)
+{
+	if (ss->ss_currentRelation == NULL || !scoot_relation_is_scoot(ss->ss_currentRelation))
+		return;
+	if (*orig == NULL)
+		*orig = ss->ps.ExecProcNodeReal;
+	if (ss->ps.ExecProcNodeReal == *orig)
+		ss->ps.ExecProcNodeReal = wrapper;
+}
+
 static bool
 adjust_scan_nodes(PlanState *ps, void *context)
 {
@@ -1583,29 +1598,9 @@ adjust_scan_nodes(PlanState *ps, void *context)
 		}
 	}
 	else if (IsA(ps, IndexScanState))
-	{
-		IndexScanState *n = (IndexScanState *) ps;
-
-		if (n->ss.ss_currentRelation != NULL && scoot_relation_is_scoot(n->ss.ss_currentRelation))
-		{
-			if (index_scan_exec == NULL)
-				index_scan_exec = ps->ExecProcNodeReal;
-			if (ps->ExecProcNodeReal == index_scan_exec)
-				ps->ExecProcNodeReal = scoot_index_scan_exec;
-		}
-	}
+		wrap_scan_exec((ScanState *) ps, &index_scan_exec, scoot_index_scan_exec);
 	else if (IsA(ps, IndexOnlyScanState))
-	{
-		IndexOnlyScanState *n = (IndexOnlyScanState *) ps;
-
-		if (n->ss.ss_currentRelation != NULL && scoot_relation_is_scoot(n->ss.ss_currentRelation))
-		{
-			if (index_only_scan_exec == NULL)
-				index_only_scan_exec = ps->ExecProcNodeReal;
-			if (ps->ExecProcNodeReal == index_only_scan_exec)
-				ps->ExecProcNodeReal = scoot_index_only_scan_exec;
-		}
-	}
+		wrap_scan_exec((ScanState *) ps, &index_only_scan_exec, scoot_index_only_scan_exec);
 	return planstate_tree_walker(ps, adjust_scan_nodes, context);
 }
 

@@ -532,26 +532,21 @@ impl BlockFilter {
 /// one 32-bit word), which `hashint2`/`hashint4`/`hashint8` end in.
 #[inline]
 pub fn hash_uint32(k: u32) -> u32 {
-    let mut a: u32 = 0x9e37_79b9u32
-        .wrapping_add(4)
-        .wrapping_add(3_923_095)
-        .wrapping_add(k);
-    let mut b: u32 = 0x9e37_79b9u32.wrapping_add(4).wrapping_add(3_923_095);
-    let mut c: u32 = b;
-    c ^= b;
-    c = c.wrapping_sub(b.rotate_left(14));
-    a ^= c;
-    a = a.wrapping_sub(c.rotate_left(11));
-    b ^= a;
-    b = b.wrapping_sub(a.rotate_left(25));
-    c ^= b;
-    c = c.wrapping_sub(b.rotate_left(16));
-    a ^= c;
-    a = a.wrapping_sub(c.rotate_left(4));
-    b ^= a;
-    b = b.wrapping_sub(a.rotate_left(14));
-    c ^= b;
-    c = c.wrapping_sub(b.rotate_left(24));
+    /// one step of lookup3's `final`: x ^= y; x -= rot(y, r)
+    #[inline(always)]
+    fn mix(x: &mut u32, y: u32, r: u32) {
+        *x ^= y;
+        *x = x.wrapping_sub(y.rotate_left(r));
+    }
+    let init = 0x9e37_79b9u32.wrapping_add(4).wrapping_add(3_923_095);
+    let (mut a, mut b, mut c) = (init.wrapping_add(k), init, init);
+    mix(&mut c, b, 14);
+    mix(&mut a, c, 11);
+    mix(&mut b, a, 25);
+    mix(&mut c, b, 16);
+    mix(&mut a, c, 4);
+    mix(&mut b, a, 14);
+    mix(&mut c, b, 24);
     c
 }
 
