@@ -55,6 +55,44 @@ EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE a >= 10 AND 100 > a AND d < 
 -- character filters on char(n)/varchar(n)/text: =, IN, LIKE 'prefix%' (not other patterns)
 EXPLAIN (COSTS OFF) SELECT id FROM cs_s WHERE c = 'AB' AND v IN ('v1', 'v2') AND v LIKE 'v%' AND c LIKE '%B' AND t = 'x';
 EXPLAIN (COSTS OFF) SELECT id FROM cs_s WHERE t IN ('tt5', 'x') AND t LIKE 'tt%' AND t LIKE '%5';
+-- [NOT] LIKE with '%' as the only wildcard (any pattern: pieces searched inside the value;
+-- char(n) with its padding, as bpcharlike sees it), and column op column on integer, date and
+-- timestamp columns of one type; a pushed clause leaves the Filter line (the block filter
+-- decides it), '_' patterns and mixed types stay PostgreSQL's
+EXPLAIN (COSTS OFF) SELECT id FROM cs_s WHERE t LIKE '%t5%' AND t NOT LIKE 'tt%x' AND v NOT LIKE '%1%%2' AND c LIKE 'A%B' AND t LIKE 'a_b%' AND t NOT LIKE '%\%%';
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE a < id AND id >= a AND b > a AND ts > d AND id <> a;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT id FROM cs_s WHERE t LIKE '%t5%' AND t NOT LIKE '%tt5tt5%';
+SELECT id, length(t) FROM cs_s WHERE t LIKE '%t5%' AND t NOT LIKE '%tt5tt5%' AND id > 29900 ORDER BY id;
+SELECT id, length(t) FROM cs_h WHERE t LIKE '%t5%' AND t NOT LIKE '%tt5tt5%' AND id > 29900 ORDER BY id;
+SELECT id FROM cs_s WHERE t LIKE '%5tt5%' ORDER BY id;
+SELECT id FROM cs_h WHERE t LIKE '%5tt5%' ORDER BY id;
+-- the clauses a block filter stands for are evaluated on blocks it could not judge: a toasted
+-- value (above), a column added after the block was written
+CREATE TABLE cs_add (id int, a int) USING scoot;
+INSERT INTO cs_add SELECT g, g % 10 FROM generate_series(1, 1000) g;
+ALTER TABLE cs_add ADD COLUMN b int DEFAULT 4, ADD COLUMN t text DEFAULT 'abc';
+INSERT INTO cs_add SELECT g, g % 10, g % 7, 'x' || g FROM generate_series(1001, 1100) g;
+SELECT count(*), sum(id) FROM cs_add WHERE a < b;
+SELECT count(*), sum(id) FROM cs_add WHERE a < b AND t NOT LIKE '%b%';
+SELECT count(*), sum(id) FROM cs_add WHERE t LIKE '%1%' AND a >= b;
+SET scoot.custom_scan = off;
+SELECT count(*), sum(id) FROM cs_add WHERE a < b;
+SELECT count(*), sum(id) FROM cs_add WHERE a < b AND t NOT LIKE '%b%';
+SELECT count(*), sum(id) FROM cs_add WHERE t LIKE '%1%' AND a >= b;
+RESET scoot.custom_scan;
+DROP TABLE cs_add;
+-- multibyte UTF-8 values: pieces match whole characters
+CREATE TABLE cs_mb (id int, t text, c char(4)) USING scoot;
+INSERT INTO cs_mb VALUES (1, 'añb', 'ñ'), (2, 'ñ', 'añ'), (3, 'aéñ', 'é é'), (4, '', ''), (5, NULL, NULL), (6, 'ñaña', 'ñañ');
+SELECT id FROM cs_mb WHERE t LIKE '%ñ%' ORDER BY id;
+SELECT id FROM cs_mb WHERE t NOT LIKE '%ñ' ORDER BY id;
+SELECT id FROM cs_mb WHERE t LIKE 'ñ%ñ%' ORDER BY id;
+SELECT id FROM cs_mb WHERE t LIKE '%' ORDER BY id;
+SELECT id FROM cs_mb WHERE t LIKE '' ORDER BY id;
+SELECT id FROM cs_mb WHERE c LIKE '%ñ' ORDER BY id;
+SELECT id FROM cs_mb WHERE c LIKE '%ñ %' ORDER BY id;
+SELECT id FROM cs_mb WHERE c NOT LIKE '%é%' ORDER BY id;
+DROP TABLE cs_mb;
 -- float comparisons (float8 and float4 constants)
 EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE f > 2.5 AND f <= 'NaN' AND f <> 3 AND f >= 1::float4;
 SELECT count(*), count(f), sum(CASE WHEN f = 'NaN' THEN 1 ELSE 0 END) FROM cs_s WHERE f >= 'NaN';
@@ -179,7 +217,11 @@ DECLARE
     'ts IN (timestamp ''2020-01-01 00:17'', timestamp ''2020-01-02'')', 'b IN (%s, 100, 200)',
     't = ''tt5''', 't IN (''t7'', ''tt5'', '''', ''ttttt12'')', 't LIKE ''tt5%%''', 't = ''x''',
     'f = %s / 8.0', 'f >= ''NaN''', 'f > %s / 4.0 AND f <= 100', 'f <= %s::float4 / 8', 'f = ''-0''',
-    'f < ''-Infinity''', 'f <> 0.5 AND f IS NOT NULL'];
+    'f < ''-Infinity''', 'f <> 0.5 AND f IS NOT NULL',
+    't LIKE ''%%t5%%''', 't NOT LIKE ''tt%%5''', 't LIKE ''%%x''', 't NOT LIKE ''%%ab%%''',
+    't LIKE ''%%t%%t%%1%%''', 'v NOT LIKE ''%%1%%''', 'v LIKE ''v%%0''', 'c LIKE ''%%B''',
+    'c NOT LIKE ''A%%C''', 't LIKE ''%%''', 't NOT LIKE ''''', 'a < id', 'id >= a', 'a = id',
+    'b > id', 'a <= id AND b >= id'];
   live text[];
   i int; k int; sel text; pred text; q_s text; q_h text; r_s text; r_h text; r_off text;
   checked int := 0; plans int := 0; p text;
@@ -249,3 +291,17 @@ COMMIT;
 
 DROP FUNCTION cs_check;
 DROP TABLE cs_s, cs_h;
+
+-- in a multibyte encoding other than UTF-8 a piece could match across a character boundary:
+-- only 'prefix%' patterns become block filters there
+SELECT current_database() AS cs_db \gset
+CREATE DATABASE cs_eucjp ENCODING 'EUC_JP' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;
+\c cs_eucjp
+SET client_min_messages = warning;
+CREATE EXTENSION pg_scoot;
+CREATE TABLE cs_e (id int, t text) USING scoot;
+INSERT INTO cs_e SELECT g, 'x' || g FROM generate_series(1, 100) g;
+EXPLAIN (COSTS OFF) SELECT id FROM cs_e WHERE t LIKE 'x1%' AND t LIKE '%1%';
+SELECT count(*) FROM cs_e WHERE t LIKE 'x1%' AND t LIKE '%1%';
+\c :cs_db
+DROP DATABASE cs_eucjp;

@@ -68,6 +68,11 @@ pub struct ScanState {
     join: Option<JoinFilter>,
     /// rows the join filter dropped
     join_removed: u64,
+    /// every block filter decided every row of the current batch exactly (see [`row_exact`]);
+    /// false until a block is entered, and in row-at-a-time scans (which apply no filter)
+    exact: bool,
+    /// a filter the planner pushed could not be read (see [`filter_unusable`]): never exact
+    filters_incomplete: bool,
 }
 
 /// The hash table of the hash join a ScootScan probes (`exec/customscan.c`): a row whose key
@@ -213,6 +218,8 @@ pub unsafe extern "C-unwind" fn scan_begin(
             join: None,
             join_removed: 0,
             zone_skipped: 0,
+            exact: false,
+            filters_incomplete: false,
         });
         {
             let st = state(scan as pg_sys::TableScanDesc);
@@ -453,6 +460,12 @@ pub fn set_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
     st.eager = mask.iter().rposition(|&m| m).map(|i| i + 1).unwrap_or(0);
 }
 
+/// Copies at most the first `ncols` columns on entering a block (see `scoot_scan_set_eager`).
+pub fn set_eager(scan: pg_sys::TableScanDesc, ncols: usize) {
+    let st = state(scan);
+    st.eager = st.eager.min(ncols);
+}
+
 /// Restricts the one-row batches of a bitmap heap scan's MVCC reads to the columns whose
 /// `mask` entry is set (the others read as NULL): for bitmap heap scan nodes that project, whose
 /// scan slot only their own quals and target list read.
@@ -474,8 +487,9 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
         let join: *mut Option<JoinFilter> = &mut st.join;
         let (td, eager) = (st.td, st.eager);
         let mut removed = 0;
+        let mut exact = false;
         collect_block(scan, lb, &mut |blk, batch| {
-            apply_filters(&*filters, batch, blk);
+            exact = apply_filters(&*filters, batch, blk);
             if let Some(j) = &mut *join {
                 removed = apply_join_filter(j, batch, blk);
             }
@@ -483,6 +497,7 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
         });
         let st = state(scan);
         st.join_removed += removed;
+        st.exact = exact && !st.filters_incomplete;
         if let Some(j) = &st.join {
             // a join that matches nearly every row: the lookups cost more than they save
             if j.checked >= JOIN_FILTER_TRIAL && j.removed * 16 < j.checked {
@@ -714,16 +729,44 @@ pub unsafe fn visit_blocks_from(
 }
 
 /// Drops the batch's rows that fail a block filter (ScootScan), before columns are copied.
-fn apply_filters(filters: &[BlockFilter], batch: &mut Batch, blk: crate::storage::block::BlockRef) {
+/// Returns whether the filters decided every remaining row exactly (each filter applied to the
+/// block and judged every row itself, see [`BlockFilter::exact`]): then the rows pass the
+/// clauses the filters came from, and the ScootScan does not evaluate those again.
+fn apply_filters(
+    filters: &[BlockFilter],
+    batch: &mut Batch,
+    blk: crate::storage::block::BlockRef,
+) -> bool {
+    let mut exact = true;
     for f in filters {
-        if f.col >= batch.block_natts || batch.is_empty() {
+        if batch.is_empty() {
+            break;
+        }
+        if !f.uses_columns_below(batch.block_natts) {
+            // a column added after the block was written: its default decides, PostgreSQL's qual
+            exact = false;
             continue;
         }
-        let c = blk.col(f.col);
-        if let Some(p) = f.prepare(c) {
-            batch.retain(|s| f.keep(&p, blk, c, s));
+        match f.prepare_in(blk) {
+            Some(p) => {
+                let c = blk.col(f.col);
+                batch.retain(|s| f.keep(&p, blk, c, s));
+                exact = exact && f.exact(&p, blk, c, &batch.rows);
+            }
+            None => exact = false,
         }
     }
+    exact
+}
+
+/// The ScootScan was given a filter it could not read: it evaluates every pushed clause itself.
+pub fn filter_unusable(scan: pg_sys::TableScanDesc) {
+    state(scan).filters_incomplete = true;
+}
+
+/// Did the block filters decide the row the scan returned last exactly (see [`apply_filters`])?
+pub fn row_exact(scan: pg_sys::TableScanDesc) -> bool {
+    state(scan).exact
 }
 
 /// Adds a block filter to a ScootScan's scan (see `storage::filter`).

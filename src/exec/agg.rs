@@ -952,7 +952,7 @@ impl AggExec {
         for f in &self.spec.filters {
             let c = column(blk, f.col)?;
             let p = f
-                .prepare(c)
+                .prepare_in(blk)
                 .ok_or(Fallback(c"a filter this block cannot apply"))?;
             if !f.exact(&p, blk, c, sel) {
                 return Err(Fallback(

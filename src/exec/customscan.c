@@ -51,6 +51,7 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/pg_locale.h"
+#include "mb/pg_wchar.h"
 #include "utils/rel.h"
 #include "executor/hashjoin.h"
 #include "executor/nodeHash.h"
@@ -61,6 +62,8 @@ extern bool scoot_relation_is_scoot(Relation rel);
 extern void scoot_scan_set_columns(TableScanDesc scan, const bool *mask, int natts);
 extern void scoot_scan_set_filter(TableScanDesc scan, const char *filter);
 extern int64 scoot_scan_zone_skipped(TableScanDesc scan);
+extern bool scoot_scan_row_exact(TableScanDesc scan);
+extern void scoot_scan_set_eager(TableScanDesc scan, int ncols);
 
 char	   *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
 double		scoot_column_share(RelOptInfo *rel, int natts, bool *all);
@@ -88,6 +91,11 @@ typedef struct ScootScanState
 	int			probe_nkeys;
 	int			probe_attnos[SCOOT_JOIN_FILTER_MAX_KEYS];
 	HashJoinTable probe_ht;
+
+	/* the clauses the block filters stand for, for rows they did not decide (scoot_next) */
+	ExprState  *recheck;
+	int			eager;			/* columns copied on entering a block (-1: all read) */
+	int64		recheck_removed;	/* rows the recheck rejected (EXPLAIN ANALYZE) */
 } ScootScanState;
 
 /* Rust side of the join filter (src/exec/mod.rs, am/scan.rs) */
@@ -342,8 +350,9 @@ date_timestamp_filter(RelOptInfo *rel, OpExpr *op, Var *var, Const *c, bool comm
  * side) with op one of the
  * column type's own btree comparisons, on int2/int4/int8, date, timestamp, timestamptz and
  * numeric columns. The scan evaluates them on each block's column values before copying any row
- * (a row failing one is never returned); PostgreSQL still evaluates the whole qual on the rows
- * that pass, so a filter only ever removes rows the qual would reject. Each is encoded as a
+ * (a row failing one is never returned). A filter is exactly its clause (storage/filter.rs), so
+ * the clause leaves the plan's qual (scoot_plan_path) and is evaluated only on rows of blocks
+ * where some filter could not judge every row (scoot_next). Each is encoded as a
  * string "attno strategy type value" (value as an integer, or the numeric's text).
  */
 /*
@@ -390,6 +399,37 @@ float_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe, Rel
 	return psprintf("%d %d float %016llx", var->varattno, strategy, (unsigned long long) bits.u);
 }
 
+/*
+ * "column op column" of one row: two columns of the same integer-like type (int2, int4, int8,
+ * date, timestamp, timestamptz: compared as integers, infinities included) with one of the
+ * type's own btree comparisons. Encoded "attno strategy col attno2".
+ */
+static char *
+column_pair_filter(RelOptInfo *rel, OpExpr *op, Var *a, Var *b, char **describe, Relation r)
+{
+	Oid			typ = a->vartype,
+				opclass;
+	int			strategy = 0,
+				k;
+
+	if (a->varno != (int) rel->relid || b->varno != (int) rel->relid || a->varattno <= 0 ||
+		b->varattno <= 0 || a->varlevelsup != 0 || b->varlevelsup != 0 || b->vartype != typ ||
+		a->varattno == b->varattno)
+		return NULL;
+	if (!(int_type(typ) || typ == DATEOID || typ == TIMESTAMPOID || typ == TIMESTAMPTZOID))
+		return NULL;
+	opclass = GetDefaultOpClass(typ, BTREE_AM_OID);
+	if (!OidIsValid(opclass))
+		return NULL;
+	for (k = 1; k <= 5; k++)
+		if (get_opfamily_member(get_opclass_family(opclass), typ, typ, k) == op->opno)
+			strategy = k;
+	if (strategy == 0)
+		return NULL;
+	*describe = psprintf("%s %s %s", column_name(r, a), strategy_op[strategy], column_name(r, b));
+	return psprintf("%d %d col %d", a->varattno, strategy, b->varattno);
+}
+
 static char *
 comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 {
@@ -413,6 +453,8 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	op = (OpExpr *) clause;
 	l = strip_implicit_coercions(linitial(op->args));
 	rt = strip_implicit_coercions(lsecond(op->args));
+	if (IsA(l, Var) && IsA(rt, Var))
+		return column_pair_filter(rel, op, (Var *) l, (Var *) rt, describe, r);
 	if (IsA(l, Var) && IsA(rt, Const))
 	{
 		var = (Var *) l;
@@ -691,21 +733,37 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		return psprintf("%d 3 %s %s", var->varattno, tname,
 						hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
 	}
-	if ((op->opfuncid == F_BPCHARLIKE && var->vartype == BPCHAROID) ||
-		(op->opfuncid == F_TEXTLIKE && (var->vartype == VARCHAROID || var->vartype == TEXTOID)))
+	if (((op->opfuncid == F_BPCHARLIKE || op->opfuncid == F_BPCHARNLIKE) && var->vartype == BPCHAROID) ||
+		((op->opfuncid == F_TEXTLIKE || op->opfuncid == F_TEXTNLIKE) &&
+		 (var->vartype == VARCHAROID || var->vartype == TEXTOID)))
 	{
-		/* 'prefix%' with no other wildcard or escape */
+		/*
+		 * [NOT] LIKE with no wildcard but '%' and no escape: the value's bytes (char(n) with its
+		 * padding, as bpcharlike sees it) hold the pattern's literal pieces in order. 'prefix%'
+		 * is its own filter (zone maps can skip on it); other patterns look for pieces inside
+		 * the value, which byte comparison gets right in UTF-8 and single-byte encodings only
+		 * (in others a piece could match across a character boundary).
+		 */
 		const char *p = VARDATA_ANY(t);
 		int			len = VARSIZE_ANY_EXHDR(t),
-					i;
+					i,
+					pcts = 0;
+		bool		neg = op->opfuncid == F_BPCHARNLIKE || op->opfuncid == F_TEXTNLIKE;
 
-		if (len < 2 || p[len - 1] != '%')
-			return NULL;
-		for (i = 0; i < len - 1; i++)
-			if (p[i] == '%' || p[i] == '_' || p[i] == '\\')
+		for (i = 0; i < len; i++)
+		{
+			if (p[i] == '_' || p[i] == '\\')
 				return NULL;
-		*describe = psprintf("%s LIKE %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
-		return psprintf("%d 9 bytes %s", var->varattno, hex_of(p, len - 1, false));
+			if (p[i] == '%')
+				pcts++;
+		}
+		*describe = psprintf("%s %sLIKE %s", column_name(r, var), neg ? "NOT " : "",
+							 quote_literal_cstr(text_to_cstring(t)));
+		if (!neg && len >= 2 && pcts == 1 && p[len - 1] == '%')
+			return psprintf("%d 9 bytes %s", var->varattno, hex_of(p, len - 1, false));
+		if (GetDatabaseEncoding() != PG_UTF8 && pg_database_encoding_max_length() != 1)
+			return NULL;
+		return psprintf("%d %d like %s", var->varattno, neg ? 11 : 10, hex_of(p, len, false));
 	}
 	return NULL;
 }
@@ -930,10 +988,36 @@ scoot_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 				List *tlist, List *clauses, List *custom_plans)
 {
 	CustomScan *cs = makeNode(CustomScan);
+	List	   *quals = NIL,
+			   *pushed = NIL;
+	ListCell   *lc;
+	Relation	r = table_open(planner_rt_fetch(rel->relid, root)->relid, NoLock);
+
+	/*
+	 * The restriction clauses that became block filters (the same test as in
+	 * scoot_set_rel_pathlist) go to custom_exprs: the scan evaluates them only on rows of blocks
+	 * where a filter could not decide every row itself (a compressed value, a column added
+	 * later, a block storing the column in another form); the rest stay the plan's qual.
+	 */
+	foreach(lc, clauses)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		char	   *d = NULL;
+
+		if (ri->pseudoconstant)
+			continue;
+		if (list_member_ptr(rel->baserestrictinfo, ri) &&
+			scoot_block_filter(rel, ri->clause, &d, r) != NULL)
+			pushed = lappend(pushed, ri->clause);
+		else
+			quals = lappend(quals, ri->clause);
+	}
+	table_close(r, NoLock);
 
 	cs->methods = &scoot_scan_methods;
 	cs->scan.plan.targetlist = tlist;
-	cs->scan.plan.qual = extract_actual_clauses(clauses, false);
+	cs->scan.plan.qual = quals;
+	cs->custom_exprs = pushed;
 	cs->scan.scanrelid = rel->relid;
 	cs->flags = best_path->flags;
 	cs->custom_private = best_path->custom_private;
@@ -988,6 +1072,34 @@ scoot_begin(CustomScanState *node, EState *estate, int eflags)
 		node->ss.ps.scanopsset = true;
 		ExecAssignScanProjectionInfoWithVarno(&node->ss, cs->scan.scanrelid);
 		node->ss.ps.qual = ExecInitQual(cs->scan.plan.qual, (PlanState *) node);
+		s->recheck = cs->custom_exprs != NIL ?
+			ExecInitQual(cs->custom_exprs, (PlanState *) node) : NULL;
+	}
+
+	/*
+	 * A column only the pushed clauses read (o_comment of NOT LIKE '%special%requests%', say) is
+	 * not copied on entering a block: only up to the last column the target list or the rest of
+	 * the qual reads. A recheck on a block the filters did not decide asks for it, and the
+	 * batch copies it then.
+	 */
+	s->eager = -1;
+	if (cs->custom_exprs != NIL)
+	{
+		Bitmapset  *used = NULL;
+		int			k = -1;
+
+		pull_varattnos((Node *) cs->scan.plan.targetlist, cs->scan.scanrelid, &used);
+		pull_varattnos((Node *) cs->scan.plan.qual, cs->scan.scanrelid, &used);
+		s->eager = 0;
+		while ((k = bms_next_member(used, k)) >= 0)
+		{
+			int			attno = k + FirstLowInvalidHeapAttributeNumber;
+
+			if (attno == 0)
+				s->eager = s->natts;	/* a whole-row reference */
+			else if (attno > s->eager)
+				s->eager = attno;
+		}
 	}
 }
 
@@ -1000,6 +1112,8 @@ set_columns(ScootScanState *s)
 	scoot_scan_set_columns(s->scan, s->mask, s->natts);
 	foreach(lc, (List *) lthird(cs->custom_private))
 		scoot_scan_set_filter(s->scan, strVal(lfirst(lc)));
+	if (s->eager >= 0)
+		scoot_scan_set_eager(s->scan, s->eager);
 }
 
 /*
@@ -1168,8 +1282,21 @@ scoot_next(ScanState *ss)
 	}
 	if (s->probe_hj != NULL)
 		join_filter_update(s);
-	if (table_scan_getnextslot(s->scan, ss->ps.state->es_direction, slot))
-		return slot;
+	while (table_scan_getnextslot(s->scan, ss->ps.state->es_direction, slot))
+	{
+		ExprContext *econtext;
+
+		/* the block filters decided the row exactly: its pushed clauses hold */
+		if (s->recheck == NULL || scoot_scan_row_exact(s->scan))
+			return slot;
+		econtext = ss->ps.ps_ExprContext;
+		econtext->ecxt_scantuple = slot;
+		if (ExecQual(s->recheck, econtext))
+			return slot;
+		s->recheck_removed++;
+		ResetExprContext(econtext);
+		CHECK_FOR_INTERRUPTS();
+	}
 	return NULL;
 }
 
@@ -1265,6 +1392,10 @@ scoot_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			ExplainPropertyInteger("Rows Removed by Scoot Join Filter", NULL,
 								   scoot_scan_join_filter_removed(s->scan), es);
 	}
+	if (es->analyze && s->recheck != NULL &&
+		(es->format != EXPLAIN_FORMAT_TEXT || s->recheck_removed > 0))
+		ExplainPropertyInteger("Rows Removed by Scoot Block Filter Recheck", NULL,
+							   s->recheck_removed, es);
 	if (es->analyze && s->scan && !s->scan->rs_parallel)
 	{
 		int64		skipped = scoot_scan_zone_skipped(s->scan);

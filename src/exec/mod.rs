@@ -94,16 +94,33 @@ pub unsafe extern "C" fn scoot_index_fetch_columns_set(
 }
 
 /// Adds a block filter ("attno strategy type value", see `filter.rs`) to a ScootScan's scan;
-/// one the scan cannot read is ignored (PostgreSQL's qual still filters every row).
+/// one the scan cannot read is ignored, and the scan then evaluates every pushed clause itself.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn scoot_scan_set_filter(
     scan: pg_sys::TableScanDesc,
     f: *const std::ffi::c_char,
 ) {
     let s = unsafe { std::ffi::CStr::from_ptr(f) }.to_string_lossy();
-    if let Some(bf) = filter::BlockFilter::parse(&s) {
-        am::scan::add_filter(scan, bf);
+    match filter::BlockFilter::parse(&s) {
+        Some(bf) => am::scan::add_filter(scan, bf),
+        // the scan evaluates the clauses itself (`scoot_scan_row_exact` is never true)
+        None => am::scan::filter_unusable(scan),
     }
+}
+
+/// A ScootScan copies only the first `ncols` columns on entering a block (the others when a row
+/// asks for them): those its target list and remaining qual read, fewer than the columns its
+/// block filters read too.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_scan_set_eager(scan: pg_sys::TableScanDesc, ncols: i32) {
+    am::scan::set_eager(scan, ncols.max(0) as usize);
+}
+
+/// Did the ScootScan's block filters decide the row it returned last exactly? Then the clauses
+/// they came from need no evaluation (`scoot_next` in customscan.c).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_scan_row_exact(scan: pg_sys::TableScanDesc) -> bool {
+    am::scan::row_exact(scan)
 }
 
 /// Does a ScootScan filter the rows it hands a hash join (`scoot.join_filter`)?

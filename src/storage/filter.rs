@@ -1,17 +1,20 @@
 //! Block filters of the ScootScan (`src/exec`): comparisons the planner found in a query's
 //! restriction (see `block_filter` in `customscan.c`) — `column op constant`, `column IS [NOT]
-//! NULL`, `column IN (constants)` — evaluated on a block's column values before any row is
-//! copied. Plain Rust over the PAX block format; the scan calls [`BlockFilter::keep`] per row on
+//! NULL`, `column IN (constants)`, `column op column`, `column [NOT] LIKE pattern` — evaluated on
+//! a block's column values before any row is copied. Plain Rust over the PAX block format; the scan calls [`BlockFilter::keep`] per row on
 //! blocks where [`BlockFilter::prepare`] says it applies.
 //!
 //! Before that, [`excluded`] compares the filters with the block's zone maps (per-column min and
 //! max, see `storage::block`): a block no row of which can pass is skipped without looking at
 //! its rows at all.
 //!
-//! A filter only ever removes rows PostgreSQL's own qual (which still runs on the rows that
-//! pass) would reject: NULLs fail every comparison; a block whose column is stored in a form the
-//! filter does not read (a numeric that did not fit a scaled integer, a column added after the
-//! block was written), or whose scale cannot represent the constant exactly, is not filtered.
+//! A filter is exactly the clause it came from: a row passes it if and only if the clause is
+//! true for the row (NULLs fail every comparison), so the ScootScan does not evaluate the clause
+//! again on a block whose filters all applied and judged every row ([`BlockFilter::exact`]).
+//! A block whose column is stored in a form the filter does not read (a numeric that did not fit
+//! a scaled integer, a column added after the block was written), or whose scale cannot
+//! represent the constant exactly, is not filtered; a compressed or toasted value passes
+//! unjudged. On such blocks PostgreSQL evaluates the clause.
 use crate::storage::block::{
     bytes_key, float_key, zoned, BlockRef, ColDesc, Zone, KIND_ABSENT, KIND_CHARN, KIND_DEC128,
     KIND_DEC64, KIND_FIXED, KIND_VAR, VAR_RAW, ZORDER_BPCHAR, ZORDER_BYTES, ZORDER_FLOAT,
@@ -36,6 +39,65 @@ pub enum Value {
     Null,
     /// IN lists: the constants (no NULLs)
     Set(Vec<Value>),
+    /// `column op column` (0-based other column; int2/int4/int8/date/timestamp[tz] columns of
+    /// one type)
+    Column(usize),
+    /// `[NOT] LIKE` with `%` as the only wildcard
+    Pattern(std::sync::Arc<LikePattern>),
+}
+
+/// A LIKE pattern whose only wildcard is `%`: its literal pieces between the `%`s, and searchers
+/// for the inner ones (built once per scan, not per value).
+#[derive(Clone, Debug)]
+pub struct LikePattern {
+    pub pieces: Vec<Vec<u8>>,
+    finders: Vec<memchr::memmem::Finder<'static>>,
+}
+
+impl PartialEq for LikePattern {
+    fn eq(&self, o: &Self) -> bool {
+        self.pieces == o.pieces
+    }
+}
+
+impl LikePattern {
+    pub fn new(pattern: &[u8]) -> LikePattern {
+        let pieces: Vec<Vec<u8>> = pattern.split(|&b| b == b'%').map(<[u8]>::to_vec).collect();
+        let inner = if pieces.len() > 2 {
+            &pieces[1..pieces.len() - 1]
+        } else {
+            &[]
+        };
+        let finders = inner
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| memchr::memmem::Finder::new(p).into_owned())
+            .collect();
+        LikePattern { pieces, finders }
+    }
+
+    /// Does `v` match? The first piece must start the value, the last end it (one piece: no
+    /// `%`, the value itself), the others follow in order in between; the leftmost match of
+    /// each leaves the most room for the rest.
+    pub fn matches(&self, v: &[u8]) -> bool {
+        let [first, .., last] = self.pieces.as_slice() else {
+            return self.pieces.first().is_some_and(|p| v == p.as_slice());
+        };
+        if v.len() < first.len() + last.len()
+            || (!first.is_empty() && !v.starts_with(first))
+            || (!last.is_empty() && !v.ends_with(last))
+        {
+            return false;
+        }
+        let mut rest = &v[first.len()..v.len() - last.len()];
+        for f in &self.finders {
+            match f.find(rest) {
+                Some(i) => rest = &rest[i + f.needle().len()..],
+                None => return false,
+            }
+        }
+        true
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -43,7 +105,7 @@ pub struct BlockFilter {
     /// 0-based column
     pub col: usize,
     /// btree strategy: 1 <, 2 <=, 3 =, 4 >=, 5 >; 6 IS NULL, 7 IS NOT NULL, 8 IN (set),
-    /// 9 LIKE 'prefix%' (character columns)
+    /// 9 LIKE 'prefix%' (character columns), 10 LIKE pattern, 11 NOT LIKE pattern
     pub strategy: u8,
     pub value: Value,
 }
@@ -88,6 +150,17 @@ pub enum Prepared {
         attlen: i16,
         v: f64,
     },
+    /// two integer columns of `attlen` bytes (`other`: the second one's desc)
+    Cols {
+        attlen: i16,
+        other: ColDesc,
+    },
+    /// a LIKE pattern on a character column, `var`: stored as variable-length values (a
+    /// compressed or toasted one passes unjudged, as for `VarChars`)
+    Like {
+        var: bool,
+        pat: std::sync::Arc<LikePattern>,
+    },
 }
 
 impl BlockFilter {
@@ -103,6 +176,13 @@ impl BlockFilter {
             return None;
         }
         let value = match (strategy, typ) {
+            (1..=5, "col") => Value::Column(val.parse::<usize>().ok().filter(|&a| a > 0)? - 1),
+            (10 | 11, "like") => {
+                let Value::Bytes { bytes, .. } = Self::scalar("bytes", val)? else {
+                    return None;
+                };
+                Value::Pattern(std::sync::Arc::new(LikePattern::new(&bytes)))
+            }
             (6 | 7, "null") => Value::Null,
             (8, _) if val == "-" => Value::Set(Vec::new()),
             (8, _) => Value::Set(
@@ -185,7 +265,48 @@ impl BlockFilter {
         Some(if neg { -mag } else { mag })
     }
 
-    /// How to evaluate the filter on column desc `c` of a block; None: not on this block.
+    /// Does the filter read only columns among the first `natts`?
+    pub fn uses_columns_below(&self, natts: usize) -> bool {
+        self.col < natts
+            && match self.value {
+                Value::Column(o) => o < natts,
+                _ => true,
+            }
+    }
+
+    /// How to evaluate the filter on block `blk`; None: not on this block.
+    pub fn prepare_in(&self, blk: BlockRef) -> Option<Prepared> {
+        if !self.uses_columns_below(blk.natts()) {
+            return None;
+        }
+        let c = blk.col(self.col);
+        match &self.value {
+            Value::Column(o) => {
+                let d = *blk.col(*o);
+                let int = |x: &ColDesc| {
+                    x.kind == KIND_FIXED
+                        && x.byval != 0
+                        && matches!(x.attlen, 2 | 4 | 8)
+                        && x.scale != ZORDER_FLOAT
+                };
+                (int(c) && int(&d) && c.attlen == d.attlen).then_some(Prepared::Cols {
+                    attlen: c.attlen,
+                    other: d,
+                })
+            }
+            Value::Pattern(pat) if c.kind == KIND_CHARN || c.kind == KIND_VAR => {
+                Some(Prepared::Like {
+                    var: c.kind == KIND_VAR,
+                    pat: pat.clone(),
+                })
+            }
+            Value::Pattern(_) => None,
+            _ => self.prepare(c),
+        }
+    }
+
+    /// How to evaluate a `column op constant`-like filter on column desc `c` of a block; None:
+    /// not on this block (see [`prepare_in`](Self::prepare_in) for every filter).
     pub fn prepare(&self, c: &ColDesc) -> Option<Prepared> {
         if c.kind == KIND_ABSENT {
             return None;
@@ -297,6 +418,8 @@ impl BlockFilter {
             }
         };
         match p {
+            // the zone maps say nothing of pairs of columns or of pieces inside values
+            Prepared::Cols { .. } | Prepared::Like { .. } => false,
             Prepared::Null => self.strategy == 7 && z.is_empty(),
             // keys order floats as PostgreSQL does (and NaN has one key): exact as for integers
             Prepared::Float { v, .. } => range(float_key(*v)),
@@ -351,7 +474,7 @@ impl BlockFilter {
     /// qual decides): callers that rely on the filter alone (ScootAgg) must not use it then.
     pub fn exact(&self, p: &Prepared, b: BlockRef, c: &ColDesc, sel: &[u32]) -> bool {
         match p {
-            Prepared::VarChars { .. } => sel
+            Prepared::VarChars { .. } | Prepared::Like { var: true, .. } => sel
                 .iter()
                 .all(|&s| !b.is_valid(c, s) || b.var_entry(c, s).1 & VAR_RAW == 0),
             _ => true,
@@ -462,6 +585,39 @@ impl BlockFilter {
             }
         };
         match p {
+            Prepared::Cols { attlen, other } => {
+                if !b.is_valid(other, slot) {
+                    return false;
+                }
+                let q = b.value_ptr(other, slot);
+                let y = unsafe {
+                    match attlen {
+                        2 => (q as *const i16).read_unaligned() as i128,
+                        4 => (q as *const i32).read_unaligned() as i128,
+                        _ => (q as *const i64).read_unaligned() as i128,
+                    }
+                };
+                let x = read_int(*attlen);
+                return match self.strategy {
+                    1 => x < y,
+                    2 => x <= y,
+                    3 => x == y,
+                    4 => x >= y,
+                    _ => x > y,
+                };
+            }
+            Prepared::Like { var, pat } => {
+                let v = if *var {
+                    if b.var_entry(c, slot).1 & VAR_RAW != 0 {
+                        return true; // compressed or toasted: PostgreSQL's qual decides
+                    }
+                    b.var_payload(c, slot)
+                } else {
+                    let cell = unsafe { std::slice::from_raw_parts(ptr, c.width as usize) };
+                    &cell[..crate::storage::encoding::charn_len(cell)]
+                };
+                return pat.matches(v) != (self.strategy == 11);
+            }
             Prepared::Chars { bpchar, vs } => {
                 let cell = unsafe { std::slice::from_raw_parts(ptr, c.width as usize) };
                 return chars(
@@ -499,7 +655,9 @@ impl BlockFilter {
             Prepared::Null
             | Prepared::Chars { .. }
             | Prepared::VarChars { .. }
-            | Prepared::Float { .. } => unreachable!(),
+            | Prepared::Float { .. }
+            | Prepared::Cols { .. }
+            | Prepared::Like { .. } => unreachable!(),
             Prepared::IntSet { attlen, vs } => return vs.binary_search(&read_int(*attlen)).is_ok(),
             // a stored NaN equals no element (NaN elements are never pushed down)
             Prepared::DecSet { wide, vs } => {
@@ -526,8 +684,6 @@ impl BlockFilter {
     }
 }
 
-/// PostgreSQL's float order (`float8_cmp_internal`): NaN equals NaN and sorts above every
-/// number; -0 equals 0.
 /// PostgreSQL's `hash_bytes_uint32` (common/hashfn.c: Bob Jenkins' lookup3, the `final` mix of
 /// one 32-bit word), which `hashint2`/`hashint4`/`hashint8` end in.
 #[inline]
@@ -564,6 +720,8 @@ pub fn hash_int(v: i64, width: u8) -> u32 {
     }
 }
 
+/// PostgreSQL's float order (`float8_cmp_internal`): NaN equals NaN and sorts above every
+/// number; -0 equals 0.
 pub fn float_cmp(x: f64, v: f64) -> std::cmp::Ordering {
     use std::cmp::Ordering::*;
     match (x.is_nan(), v.is_nan()) {
@@ -598,6 +756,7 @@ pub fn excluded(filters: &[BlockFilter], b: BlockRef) -> bool {
                         }
                     }
                     Prepared::Int { .. } | Prepared::IntSet { .. } => c.scale != ZORDER_FLOAT,
+                    Prepared::Cols { .. } | Prepared::Like { .. } => false,
                     _ => true,
                 };
                 ordered && f.zone_excludes(&p, b.zone(f.col))
