@@ -1088,7 +1088,18 @@ scoot_begin(CustomScanState *node, EState *estate, int eflags)
 		Bitmapset  *used = NULL;
 		int			k = -1;
 
-		pull_varattnos((Node *) cs->scan.plan.targetlist, cs->scan.scanrelid, &used);
+		/*
+		 * a physical target list (physical_tlists) names every column: the parent reads only
+		 * up to the column physical_tlist_child noted
+		 */
+		if (list_length(cs->custom_private) > 4)
+		{
+			if (intVal(list_nth(cs->custom_private, 4)) > 0)
+				used = bms_add_member(used, intVal(list_nth(cs->custom_private, 4)) -
+									  FirstLowInvalidHeapAttributeNumber);
+		}
+		else
+			pull_varattnos((Node *) cs->scan.plan.targetlist, cs->scan.scanrelid, &used);
 		pull_varattnos((Node *) cs->scan.plan.qual, cs->scan.scanrelid, &used);
 		s->eager = 0;
 		while ((k = bms_next_member(used, k)) >= 0)
@@ -1850,6 +1861,14 @@ physical_tlist_child(PlannedStmt *stmt, Plan *parent, Plan *child, int varno)
 	}
 	table_close(r, NoLock);
 	cs->scan.plan.targetlist = tlist;
+	{
+		/* the last column the parent reads, for the node's eager copy (scoot_begin) */
+		int			last = 0;
+
+		for (i = 0; i < k; i++)
+			last = Max(last, map[i]);
+		cs->custom_private = lappend(list_copy(cs->custom_private), makeInteger(last));
+	}
 
 	ctx.varno = varno;
 	ctx.map = map;
