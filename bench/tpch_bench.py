@@ -7,7 +7,7 @@ lineitem (l_partkey, l_suppkey) index on both, VACUUM ANALYZE. The 22 queries (b
 validation parameters) run on:
   heap, scoot (ScootScan + ScootAgg), scoot reading an OLAP snapshot (scoot.olap = on),
   each with max_parallel_workers_per_gather 0, and heap and scoot again with 2 workers.
-Each query runs TPCH_REPS times per variant (default 1) after a warm-up pass, variants
+Each query runs TPCH_REPS times per variant (default 3; the best counts) after a warm-up pass, variants
 interleaved per query; every variant's answer is checked equal to heap's. Statements over
 TPCH_TIMEOUT seconds (default 600) are cancelled and reported. Results:
 bench/results/tpch.{md,json}: per-query times, heap/scoot ratios, geometric means.
@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from olap_bench import Cluster, REPO, log  # noqa: E402
 
 SF = os.environ.get("TPCH_SF", "1")
-REPS = int(os.environ.get("TPCH_REPS", "1"))
+REPS = int(os.environ.get("TPCH_REPS", "3"))
 TIMEOUT = int(os.environ.get("TPCH_TIMEOUT", "600"))
 ONLY = [int(x) for x in os.environ.get("TPCH_QUERIES", "").split(",") if x]
 RES = os.path.join(REPO, "bench", "results")
