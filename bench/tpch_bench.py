@@ -10,7 +10,8 @@ validation parameters) run on:
 Each query runs TPCH_REPS times per variant (default 3; the best counts) after a warm-up pass, variants
 interleaved per query; every variant's answer is checked equal to heap's. Statements over
 TPCH_TIMEOUT seconds (default 600) are cancelled and reported. Results:
-bench/results/tpch.{md,json}: per-query times, heap/scoot ratios, geometric means.
+bench/results/tpch.{md,json}: per-query times, heap/scoot ratios, geometric means; tpch.png: the
+ratios per query (bench/plot_tpch.py).
 """
 import glob
 import json
@@ -173,6 +174,7 @@ def report(res):
     with open(os.path.join(RES, "tpch.md"), "w") as fh:
         fh.write("\n".join(L) + "\n")
     print("\n".join(L))
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "plot_tpch.py")], check=False)
 
 
 if __name__ == "__main__":
