@@ -743,7 +743,7 @@ fn apply_filters(
             break;
         }
         if !f.uses_columns_below(batch.block_natts) {
-            // a column added after the block was written: its default decides, PostgreSQL's qual
+            // a column added after the block was written: its default decides, in the recheck
             exact = false;
             continue;
         }

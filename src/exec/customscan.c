@@ -3,7 +3,8 @@
  * node, EXPLAIN, parallel DSM), in C like the other executor hooks (src/ffi/shim.c) so that no
  * Rust frame sits between PostgreSQL's executor and the node: errors unwind through C only.
  *
- * What it adds over a plain Seq Scan today: projection pushdown. The planner knows which columns
+ * What it adds over a plain Seq Scan: projection pushdown, block filters (below) and the join
+ * filter (further below). Projection pushdown: the planner knows which columns
  * the query reads from the relation (its target list and restriction clauses); the node hands
  * that set to the scoot table scan (scoot_scan_set_columns, Rust: src/exec/mod.rs), whose block
  * batches then copy only those columns and leave the others NULL. The scan slot is scoot's own
@@ -11,8 +12,9 @@
  * aggregate the node gets the "physical" target list (all columns, see physical_tlists) and
  * does not project, so the parent reads the columns it needs from that slot when it needs
  * them; nothing above the node reads a column the planner did not ask for, so the NULLs are
- * never seen. A whole-row reference reads all. Quals and projection are PostgreSQL's own
- * (ExecScan). The table scan underneath is the scoot table AM's, so OLAP snapshot images,
+ * never seen. A whole-row reference reads all. Restriction clauses that are block filters are
+ * decided on the blocks' column values (scoot_next rechecks them where a filter could not judge
+ * a row); the other quals and the projection are PostgreSQL's own (ExecScan). The table scan underneath is the scoot table AM's, so OLAP snapshot images,
  * visibility and block batches work exactly as for a Seq Scan. Parallel-aware like
  * nodeSeqscan.c (the AM's parallel block scan).
  *

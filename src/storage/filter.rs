@@ -609,7 +609,7 @@ impl BlockFilter {
             Prepared::Like { var, pat } => {
                 let v = if *var {
                     if b.var_entry(c, slot).1 & VAR_RAW != 0 {
-                        return true; // compressed or toasted: PostgreSQL's qual decides
+                        return true; // compressed or toasted: not judged (see `exact`)
                     }
                     b.var_payload(c, slot)
                 } else {
@@ -628,7 +628,7 @@ impl BlockFilter {
             }
             Prepared::VarChars { bpchar, vs } => {
                 if b.var_entry(c, slot).1 & VAR_RAW != 0 {
-                    return true; // compressed or toasted: PostgreSQL's qual decides
+                    return true; // compressed or toasted: not judged (see `exact`)
                 }
                 return chars(b.var_payload(c, slot), *bpchar, vs);
             }
