@@ -105,6 +105,10 @@ SELECT id FROM cs_mb WHERE c LIKE '%ñ' ORDER BY id;
 SELECT id FROM cs_mb WHERE c LIKE '%ñ %' ORDER BY id;
 SELECT id FROM cs_mb WHERE c NOT LIKE '%é%' ORDER BY id;
 DROP TABLE cs_mb;
+-- <> (the negator of the type's equality) on every filterable type, either operand order
+EXPLAIN (COSTS OFF) SELECT id FROM cs_s WHERE a <> 5 AND 7 <> b AND n <> 1.5 AND c <> 'AB' AND t <> 'x' AND d <> '2020-01-05' AND f <> 0.5;
+SELECT count(*), sum(id) FROM cs_s WHERE t <> 'tt5' AND n <> 'NaN' AND f <> 'NaN';
+SELECT count(*), sum(id) FROM cs_h WHERE t <> 'tt5' AND n <> 'NaN' AND f <> 'NaN';
 -- float comparisons (float8 and float4 constants)
 EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE f > 2.5 AND f <= 'NaN' AND f <> 3 AND f >= 1::float4;
 SELECT count(*), count(f), sum(CASE WHEN f = 'NaN' THEN 1 ELSE 0 END) FROM cs_s WHERE f >= 'NaN';
@@ -233,7 +237,10 @@ DECLARE
     't LIKE ''%%t5%%''', 't NOT LIKE ''tt%%5''', 't LIKE ''%%x''', 't NOT LIKE ''%%ab%%''',
     't LIKE ''%%t%%t%%1%%''', 'v NOT LIKE ''%%1%%''', 'v LIKE ''v%%0''', 'c LIKE ''%%B''',
     'c NOT LIKE ''A%%C''', 't LIKE ''%%''', 't NOT LIKE ''''', 'a < id', 'id >= a', 'a = id',
-    'b > id', 'a <= id AND b >= id'];
+    'b > id', 'a <= id AND b >= id',
+    'a <> %s', 'b <> 100', 'n <> 1.50', 'n <> %s / 4.0', 'w <> 0', 'c <> ''AB''', 'v <> ''v1''',
+    't <> ''tt5''', 'd <> date ''2020-01-05''', 'ts <> timestamp ''2020-01-01 00:17''', 'f <> %s / 8.0',
+    'f <> ''NaN''', 'f <> ''-0''', 'a IS NOT NULL AND %s <> a'];
   live text[];
   i int; k int; sel text; pred text; q_s text; q_h text; r_s text; r_h text; r_off text;
   checked int := 0; plans int := 0; p text;

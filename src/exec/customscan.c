@@ -238,6 +238,25 @@ cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, 
 /* btree strategy numbers 1..5 as operators, for EXPLAIN */
 static const char *const strategy_op[] = {"", "<", "<=", "=", ">=", ">"};
 
+/* the filters' strategy number for "<>": the negator of the btree equality */
+#define SCOOT_STRATEGY_NE 12
+
+/* Is `opno` the negator of `opfamily`'s equality of (ltype, rtype)? */
+static bool
+is_ne_operator(Oid opfamily, Oid ltype, Oid rtype, Oid opno)
+{
+	Oid			eq = get_opfamily_member(opfamily, ltype, rtype, BTEqualStrategyNumber);
+
+	return OidIsValid(eq) && get_negator(eq) == opno;
+}
+
+/* A strategy number (1..5, or SCOOT_STRATEGY_NE) as an operator, for EXPLAIN. */
+static const char *
+strategy_name(int strategy)
+{
+	return strategy == SCOOT_STRATEGY_NE ? "<>" : strategy_op[strategy];
+}
+
 static char *
 column_name(Relation r, Var *var)
 {
@@ -384,9 +403,13 @@ float_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe, Rel
 		if (get_opfamily_member(opfamily, commuted ? c->consttype : var->vartype,
 								commuted ? var->vartype : c->consttype, k) == op->opno)
 			strategy = k;
+	if (strategy == 0 &&
+		is_ne_operator(opfamily, commuted ? c->consttype : var->vartype,
+					   commuted ? var->vartype : c->consttype, op->opno))
+		strategy = SCOOT_STRATEGY_NE;
 	if (strategy == 0)
 		return NULL;
-	if (commuted)
+	if (commuted && strategy != SCOOT_STRATEGY_NE)
 		strategy = 6 - strategy;
 	v = c->consttype == FLOAT4OID ? (double) DatumGetFloat4(c->constvalue) : DatumGetFloat8(c->constvalue);
 	bits.d = v;
@@ -395,7 +418,7 @@ float_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe, Rel
 		bool		varlena;
 
 		getTypeOutputInfo(c->consttype, &out, &varlena);
-		*describe = psprintf("%s %s %s", column_name(r, var), strategy_op[strategy],
+		*describe = psprintf("%s %s %s", column_name(r, var), strategy_name(strategy),
 							 quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue)));
 	}
 	return psprintf("%d %d float %016llx", var->varattno, strategy, (unsigned long long) bits.u);
@@ -504,9 +527,11 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	for (k = 1; k <= 5; k++)
 		if (get_opfamily_member(opfamily, typ, typ, k) == opno)
 			strategy = k;
+	if (strategy == 0 && is_ne_operator(opfamily, typ, typ, opno))
+		strategy = SCOOT_STRATEGY_NE;
 	if (strategy == 0)
 		return NULL;
-	if (commuted)				/* const op var: var (mirrored op) const */
+	if (commuted && strategy != SCOOT_STRATEGY_NE)	/* const op var: var (mirrored op) const */
 		strategy = 6 - strategy;
 	switch (typ)
 	{
@@ -558,7 +583,7 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		getTypeOutputInfo(typ, &out, &varlena);
 		*describe = psprintf("%s %s %s",
 							 column_name(r, var),
-							 strategy_op[strategy],
+							 strategy_name(strategy),
 							 quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue)));
 	}
 	return psprintf("%d %d %s %s", var->varattno, strategy, tname, value);
@@ -733,6 +758,14 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	{
 		*describe = psprintf("%s = %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
 		return psprintf("%d 3 %s %s", var->varattno, tname,
+						hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
+	}
+	if (OidIsValid(char_eq_operator(var->vartype)) &&
+		op->opno == get_negator(char_eq_operator(var->vartype)) &&
+		c->consttype == char_const_type(var->vartype))
+	{
+		*describe = psprintf("%s <> %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
+		return psprintf("%d %d %s %s", var->varattno, SCOOT_STRATEGY_NE, tname,
 						hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
 	}
 	if (((op->opfuncid == F_BPCHARLIKE || op->opfuncid == F_BPCHARNLIKE) && var->vartype == BPCHAROID) ||

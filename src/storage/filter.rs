@@ -100,12 +100,16 @@ impl LikePattern {
     }
 }
 
+/// The strategy number of `column <> constant` (the negator of the type's btree equality).
+pub const STRATEGY_NE: u8 = 12;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockFilter {
     /// 0-based column
     pub col: usize,
     /// btree strategy: 1 <, 2 <=, 3 =, 4 >=, 5 >; 6 IS NULL, 7 IS NOT NULL, 8 IN (set),
-    /// 9 LIKE 'prefix%' (character columns), 10 LIKE pattern, 11 NOT LIKE pattern
+    /// 9 LIKE 'prefix%' (character columns), 10 LIKE pattern, 11 NOT LIKE pattern, 12 <>
+    /// ([`STRATEGY_NE`])
     pub strategy: u8,
     pub value: Value,
 }
@@ -190,10 +194,12 @@ impl BlockFilter {
                     .map(|v| Self::scalar(typ, v))
                     .collect::<Option<Vec<_>>>()?,
             ),
-            (1..=5, _) | (9, "bytes") if typ == "bytes" || typ == "bpchar" => {
+            (1..=5 | STRATEGY_NE, _) | (9, "bytes") if typ == "bytes" || typ == "bpchar" => {
                 Self::scalar(typ, val)?
             }
-            (1..=5, _) if typ != "bytes" && typ != "bpchar" => Self::scalar(typ, val)?,
+            (1..=5 | STRATEGY_NE, _) if typ != "bytes" && typ != "bpchar" => {
+                Self::scalar(typ, val)?
+            }
             _ => return None,
         };
         Some(BlockFilter {
@@ -404,6 +410,9 @@ impl BlockFilter {
     /// `p` must be prepared for a column whose zone keys are in the filter's order (see
     /// [`excluded`]).
     pub fn zone_excludes(&self, p: &Prepared, z: Zone) -> bool {
+        if self.strategy == STRATEGY_NE {
+            return false; // a zone of equal values only is not worth a case
+        }
         let (lo, hi) = (z.min, z.max);
         let range = |v: i128| {
             if z.is_empty() {
@@ -484,6 +493,10 @@ impl BlockFilter {
     /// Keeps the rows of `sel` (slots of block `b`) that pass: [`keep`](Self::keep) over a
     /// row list, with tight loops for the common comparisons of integer and decimal columns.
     pub fn retain(&self, p: &Prepared, b: BlockRef, c: &ColDesc, sel: &mut Vec<u32>) {
+        if self.strategy == STRATEGY_NE {
+            sel.retain(|&s| self.keep(p, b, c, s));
+            return;
+        }
         fn cmp<T: PartialOrd + Copy>(strategy: u8, x: T, v: T) -> bool {
             match strategy {
                 1 => x < v,
@@ -541,9 +554,27 @@ impl BlockFilter {
     /// Does row `slot` of block `b` pass (`c` = the filter's column desc in `b`)?
     #[inline]
     pub fn keep(&self, p: &Prepared, b: BlockRef, c: &ColDesc, slot: u32) -> bool {
+        if self.strategy == STRATEGY_NE {
+            // <>: NULL fails, a value the filter cannot judge passes, any other is not equal
+            if !b.is_valid(c, slot) {
+                return false;
+            }
+            if let Prepared::VarChars { .. } = p {
+                if b.var_entry(c, slot).1 & VAR_RAW != 0 {
+                    return true;
+                }
+            }
+            return !self.keep_as(3, p, b, c, slot);
+        }
+        self.keep_as(self.strategy, p, b, c, slot)
+    }
+
+    /// [`keep`](Self::keep) with strategy `strategy` (1..=11) in place of the filter's own.
+    #[inline]
+    fn keep_as(&self, strategy: u8, p: &Prepared, b: BlockRef, c: &ColDesc, slot: u32) -> bool {
         let valid = b.is_valid(c, slot);
         if let Prepared::Null = p {
-            return valid == (self.strategy == 7);
+            return valid == (strategy == 7);
         }
         if !valid {
             return false;
@@ -567,7 +598,7 @@ impl BlockFilter {
             }
         };
         let chars = |mut v: &[u8], bpchar: bool, vs: &[Vec<u8>]| {
-            if self.strategy == 9 {
+            if strategy == 9 {
                 return v.starts_with(&vs[0]);
             }
             if bpchar {
@@ -576,7 +607,7 @@ impl BlockFilter {
                 }
             }
             // <, <=, >, >= (C collation only, see customscan.c): byte order
-            match self.strategy {
+            match strategy {
                 1 => v < vs[0].as_slice(),
                 2 => v <= vs[0].as_slice(),
                 4 => v >= vs[0].as_slice(),
@@ -598,7 +629,7 @@ impl BlockFilter {
                     }
                 };
                 let x = read_int(*attlen);
-                return match self.strategy {
+                return match strategy {
                     1 => x < y,
                     2 => x <= y,
                     3 => x == y,
@@ -616,7 +647,7 @@ impl BlockFilter {
                     let cell = unsafe { std::slice::from_raw_parts(ptr, c.width as usize) };
                     &cell[..crate::storage::encoding::charn_len(cell)]
                 };
-                return pat.matches(v) != (self.strategy == 11);
+                return pat.matches(v) != (strategy == 11);
             }
             Prepared::Chars { bpchar, vs } => {
                 let cell = unsafe { std::slice::from_raw_parts(ptr, c.width as usize) };
@@ -641,7 +672,7 @@ impl BlockFilter {
                     }
                 };
                 let o = float_cmp(x, *v);
-                return match self.strategy {
+                return match strategy {
                     1 => o.is_lt(),
                     2 => o.is_le(),
                     3 => o.is_eq(),
@@ -669,12 +700,12 @@ impl BlockFilter {
                 let (x, nan) = read_dec(*wide);
                 // NaN sorts above every number
                 if nan {
-                    return matches!(self.strategy, 4 | 5);
+                    return matches!(strategy, 4 | 5);
                 }
                 (x, *v)
             }
         };
-        match self.strategy {
+        match strategy {
             1 => x < v,
             2 => x <= v,
             3 => x == v,
