@@ -538,14 +538,7 @@ fn apply_join_filter(
             if !blk.is_valid(c, s) {
                 return true;
             }
-            let p = blk.value_ptr(c, s);
-            let v = unsafe {
-                match width {
-                    2 => (p as *const i16).read_unaligned() as i64,
-                    4 => (p as *const i32).read_unaligned() as i64,
-                    _ => (p as *const i64).read_unaligned(),
-                }
-            };
+            let v = blk.read_int(c, s); // c.attlen == width (checked above)
             h = h.rotate_left(1) ^ filter::hash_int(v, *width);
         }
         unsafe { (j.may_match)(j.table, h) }

@@ -643,6 +643,19 @@ impl BlockRef {
             }
         }
     }
+    /// The fixed-width integer cell of `slot` (`c.attlen` 1, 2, 4 or 8 bytes), sign-extended.
+    #[inline]
+    pub fn read_int(&self, c: &ColDesc, slot: u32) -> i64 {
+        let p = self.value_ptr(c, slot);
+        unsafe {
+            match c.attlen {
+                1 => *(p as *const i8) as i64,
+                2 => (p as *const i16).read_unaligned() as i64,
+                4 => (p as *const i32).read_unaligned() as i64,
+                _ => (p as *const i64).read_unaligned(),
+            }
+        }
+    }
     #[inline]
     pub fn value_ptr(&self, c: &ColDesc, slot: u32) -> *mut u8 {
         unsafe {

@@ -580,13 +580,6 @@ impl BlockFilter {
             return false;
         }
         let ptr = b.value_ptr(c, slot);
-        let read_int = |attlen: i16| unsafe {
-            match attlen {
-                2 => (ptr as *const i16).read_unaligned() as i128,
-                4 => (ptr as *const i32).read_unaligned() as i128,
-                _ => (ptr as *const i64).read_unaligned() as i128,
-            }
-        };
         // (value, is NaN)
         let read_dec = |wide: bool| unsafe {
             if wide {
@@ -616,19 +609,11 @@ impl BlockFilter {
             }
         };
         match p {
-            Prepared::Cols { attlen, other } => {
+            Prepared::Cols { other, .. } => {
                 if !b.is_valid(other, slot) {
                     return false;
                 }
-                let q = b.value_ptr(other, slot);
-                let y = unsafe {
-                    match attlen {
-                        2 => (q as *const i16).read_unaligned() as i128,
-                        4 => (q as *const i32).read_unaligned() as i128,
-                        _ => (q as *const i64).read_unaligned() as i128,
-                    }
-                };
-                let x = read_int(*attlen);
+                let (x, y) = (b.read_int(c, slot), b.read_int(other, slot));
                 return match strategy {
                     1 => x < y,
                     2 => x <= y,
@@ -689,13 +674,15 @@ impl BlockFilter {
             | Prepared::Float { .. }
             | Prepared::Cols { .. }
             | Prepared::Like { .. } => unreachable!(),
-            Prepared::IntSet { attlen, vs } => return vs.binary_search(&read_int(*attlen)).is_ok(),
+            Prepared::IntSet { vs, .. } => {
+                return vs.binary_search(&(b.read_int(c, slot) as i128)).is_ok()
+            }
             // a stored NaN equals no element (NaN elements are never pushed down)
             Prepared::DecSet { wide, vs } => {
                 let (x, nan) = read_dec(*wide);
                 return !nan && vs.binary_search(&x).is_ok();
             }
-            Prepared::Int { attlen, v } => (read_int(*attlen), *v),
+            Prepared::Int { v, .. } => (b.read_int(c, slot) as i128, *v),
             Prepared::Dec { wide, v } => {
                 let (x, nan) = read_dec(*wide);
                 // NaN sorts above every number
