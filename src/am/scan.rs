@@ -17,7 +17,7 @@ use crate::storage::arena;
 use crate::storage::batch::Batch;
 use crate::storage::block::TID_OFFSETS_PER_PAGE;
 use crate::storage::block::{self, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
-use crate::storage::filter::{self, BlockFilter};
+use crate::storage::filter::{self, BlockFilter, FilterOrder};
 use crate::storage::modify as storage;
 use crate::storage::tabledir::{self, TableRef};
 use crate::txn::mvcc::{self, Htsv};
@@ -62,6 +62,8 @@ pub struct ScanState {
     /// ScootScan block filters (rows failing one are dropped before any column is copied); a
     /// block whose zone maps show no row can pass is skipped (also for ScootAgg's filters)
     filters: Vec<BlockFilter>,
+    /// the order the filters run in, by their selectivity so far
+    filter_order: FilterOrder,
     /// blocks skipped by their zone maps
     pub zone_skipped: u64,
     /// ScootScan under a hash join: the join's hash table (see [`set_join_filter`])
@@ -215,6 +217,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             pagemode: false,
             eager: 0,
             filters: Vec::new(),
+            filter_order: FilterOrder::default(),
             join: None,
             join_removed: 0,
             zone_skipped: 0,
@@ -483,13 +486,14 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
         let st = state(scan);
         // collect_block reads but never changes the filters
         let filters: *const Vec<BlockFilter> = &st.filters;
+        let order: *mut FilterOrder = &mut st.filter_order;
         // nor the join filter (apart from its counters)
         let join: *mut Option<JoinFilter> = &mut st.join;
         let (td, eager) = (st.td, st.eager);
         let mut removed = 0;
         let mut exact = false;
         collect_block(scan, lb, &mut |blk, batch| {
-            exact = apply_filters(&*filters, batch, blk);
+            exact = apply_filters(&*filters, &mut *order, batch, blk);
             if let Some(j) = &mut *join {
                 removed = apply_join_filter(j, batch, blk);
             }
@@ -607,13 +611,18 @@ unsafe fn collect_block(
                     *skipped += 1;
                     return;
                 }
-                for sl in 0..b.hwm {
-                    let h = blk.row(sl);
-                    if h.state() == ST_NORMAL
-                        && (!ranged || (lo..=hi).contains(&ordinal(lb, sl)))
-                        && (b.all_visible || mvcc::visible_no_hints(h, snap))
-                    {
-                        batch.push(sl, h);
+                if b.all_visible && b.dense && !ranged && batch.rows_only {
+                    // every slot a visible row: no row header to read
+                    batch.push_all(b.hwm);
+                } else {
+                    for sl in 0..b.hwm {
+                        let h = blk.row(sl);
+                        if h.state() == ST_NORMAL
+                            && (!ranged || (lo..=hi).contains(&ordinal(lb, sl)))
+                            && (b.all_visible || mvcc::visible_no_hints(h, snap))
+                        {
+                            batch.push(sl, h);
+                        }
                     }
                 }
                 then(blk, batch);
@@ -639,6 +648,26 @@ unsafe fn collect_block(
         let vx = l.desc.vis_xid.load(std::sync::atomic::Ordering::Relaxed);
         let all_visible = vx != 0 && !mvcc::precedes((*snap).xmin.into_inner(), vx);
         let serializable = ffi::isolation_is_serializable();
+        if all_visible && !serializable && !ranged {
+            if l.desc.dense(hwm) && st.batch.rows_only {
+                // every slot a visible row: no row header to read
+                st.batch.push_all(hwm);
+            } else {
+                let mut normal = 0;
+                for sl in 0..hwm {
+                    let h = l.row(sl);
+                    if h.state() == ST_NORMAL {
+                        st.batch.push(sl, h);
+                        normal += 1;
+                    }
+                }
+                if normal == hwm && hwm > 0 {
+                    l.desc.set_dense(hwm);
+                }
+            }
+            then(l.blk, &mut st.batch);
+            return;
+        }
         for sl in 0..hwm {
             let h = l.row(sl);
             if h.state() != ST_NORMAL || (ranged && !(lo..=hi).contains(&ordinal(lb, sl))) {
@@ -727,14 +756,19 @@ pub unsafe fn visit_blocks_from(
 /// clauses the filters came from, and the ScootScan does not evaluate those again.
 fn apply_filters(
     filters: &[BlockFilter],
+    order: &mut FilterOrder,
     batch: &mut Batch,
     blk: crate::storage::block::BlockRef,
 ) -> bool {
     let mut exact = true;
-    for f in filters {
+    let n = filters.len();
+    for k in 0..n {
         if batch.is_empty() {
             break;
         }
+        let i = order.order(n)[k];
+        let f = &filters[i];
+        let before = batch.len();
         if !f.uses_columns_below(batch.block_natts) {
             // a column added after the block was written: its default decides, in the recheck
             exact = false;
@@ -743,12 +777,14 @@ fn apply_filters(
         match f.prepare_in(blk) {
             Some(p) => {
                 let c = blk.col(f.col);
-                batch.retain(|s| f.keep(&p, blk, c, s));
+                batch.retain_by(|rows, sys| f.retain_with(&p, blk, c, rows, sys));
+                order.record(i, before, batch.len());
                 exact = exact && f.exact(&p, blk, c, &batch.rows);
             }
             None => exact = false,
         }
     }
+    order.block_done(filters);
     exact
 }
 

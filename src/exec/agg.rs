@@ -21,7 +21,7 @@ use crate::storage::block::{
     BlockRef, ColDesc, KIND_ABSENT, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
 };
 use crate::storage::encoding::{self, NAN128, NAN64};
-use crate::storage::filter::BlockFilter;
+use crate::storage::filter::{BlockFilter, FilterOrder};
 use pgrx::pg_sys;
 
 /// A value type of the integer path.
@@ -433,6 +433,8 @@ pub struct AggExec {
     accs: Vec<Acc>,
     pool: Pool,
     sel: Vec<u32>,
+    /// the order the filters run in, by their selectivity so far
+    filter_order: FilterOrder,
     keys: Vec<Key>,
     gids: Vec<u32>,
     /// blocks read, and blocks whose rows the filters removed entirely
@@ -827,6 +829,7 @@ impl AggExec {
             accs: (0..n).map(|_| Acc::default()).collect(),
             pool: Pool::default(),
             sel: Vec::new(),
+            filter_order: FilterOrder::default(),
             keys: Vec::new(),
             gids: Vec::new(),
             blocks: 0,
@@ -948,8 +951,12 @@ impl AggExec {
         r
     }
 
-    fn add_rows(&mut self, blk: BlockRef, sel: &mut Vec<u32>) -> Result<(), Fallback> {
-        for f in &self.spec.filters {
+    /// Applies the block filters to `sel`, in the order [`FilterOrder`] keeps.
+    fn apply_filters(&mut self, blk: BlockRef, sel: &mut Vec<u32>) -> Result<(), Fallback> {
+        let n = self.spec.filters.len();
+        for k in 0..n {
+            let i = self.filter_order.order(n)[k];
+            let f = &self.spec.filters[i];
             let c = column(blk, f.col)?;
             let p = f
                 .prepare_in(blk)
@@ -959,11 +966,20 @@ impl AggExec {
                     c"a compressed or toasted value in a filtered column",
                 ));
             }
+            let before = sel.len();
             f.retain(&p, blk, c, sel);
+            self.filter_order.record(i, before, sel.len());
             if sel.is_empty() {
                 break;
             }
         }
+        Ok(())
+    }
+
+    fn add_rows(&mut self, blk: BlockRef, sel: &mut Vec<u32>) -> Result<(), Fallback> {
+        let r = self.apply_filters(blk, sel);
+        self.filter_order.block_done(&self.spec.filters);
+        r?;
         if sel.is_empty() {
             self.blocks_empty += 1;
             return Ok(());

@@ -33,6 +33,8 @@ pub struct ImgBlock {
     pub hwm: u32,
     /// every row of the block is visible to the image's MVCC snapshot
     pub all_visible: bool,
+    /// every slot below `hwm` is a NORMAL row (see `BlockDesc::dense`)
+    pub dense: bool,
 }
 
 /// A table as the image has it: its blocks in local (TID) order.
@@ -182,6 +184,7 @@ impl Image {
                     hwm: e.hwm,
                     all_visible: e.vis_xid != 0
                         && !crate::txn::mvcc::precedes(self.xmin, e.vis_xid),
+                    dense: e.dense != 0,
                 });
             }
         }

@@ -82,7 +82,8 @@ pub struct CatEntry {
     pub local: u32,
     pub hwm: u32,
     pub vis_xid: u32,
-    pub _pad: u32,
+    /// 1: every slot below `hwm` was a NORMAL row (`BlockDesc::dense`)
+    pub dense: u32,
 }
 
 #[repr(C)]

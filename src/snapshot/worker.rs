@@ -676,6 +676,7 @@ impl Worker {
             e.local = d.local.load(Ordering::Acquire);
             e.hwm = d.hwm.load(Ordering::Acquire);
             e.vis_xid = d.vis_xid.load(Ordering::Acquire);
+            e.dense = d.dense(e.hwm) as u32;
             nimg += 1;
             let mc = d.mod_count.load(Ordering::Relaxed);
             if mc != self.mod_seen[b] {

@@ -80,6 +80,12 @@ pub struct BlockDesc {
     /// Temperature (`TEMP_HOT`, `TEMP_COOLING`, `TEMP_FROZEN`; see `txn::freeze`). Any
     /// modification sets it back to hot (`modify::Locked::touch`).
     pub temp: AtomicU32,
+    /// `dense_hwm`: a scan saw every slot below this high-water mark in state NORMAL while
+    /// `mod_count` was `dense_at - 1` (0: never seen). Every slot state change bumps
+    /// `mod_count`, so the fact holds exactly while both still match ([`BlockDesc::dense`]):
+    /// scans of an all-visible dense block then take every slot without reading a row header.
+    pub dense_at: AtomicU64,
+    pub dense_hwm: AtomicU32,
 }
 
 /// Block temperatures (the CMDB seed's states; "freezing" is the exclusive-locked
@@ -761,6 +767,23 @@ impl Drop for LwGuard {
 }
 
 impl BlockDesc {
+    /// Is every slot below `hwm` a NORMAL row, as a scan last recorded (see `dense_at`)? The
+    /// caller holds the block's lock (or the snapshot gate), so nothing changes in between.
+    #[inline]
+    pub fn dense(&self, hwm: u32) -> bool {
+        self.dense_at.load(Ordering::Relaxed) == self.mod_count.load(Ordering::Relaxed) + 1
+            && self.dense_hwm.load(Ordering::Relaxed) == hwm
+    }
+    /// Records that every slot below `hwm` is a NORMAL row (the caller holds the block's lock,
+    /// shared at least: no slot state changes meanwhile).
+    #[inline]
+    pub fn set_dense(&self, hwm: u32) {
+        self.dense_hwm.store(hwm, Ordering::Relaxed);
+        self.dense_at.store(
+            self.mod_count.load(Ordering::Relaxed) + 1,
+            Ordering::Relaxed,
+        );
+    }
     #[inline]
     pub fn lock_ptr(&self) -> *mut pg_sys::LWLock {
         &self.lock as *const _ as *mut _

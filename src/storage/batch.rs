@@ -177,6 +177,20 @@ impl Batch {
         self.sys.truncate(w.min(self.sys.len()));
     }
 
+    /// Lets `f` drop rows from the row list and, in step, from their system columns (`sys` is
+    /// empty for a rows-only batch); only before the columns are filled.
+    pub fn retain_by(&mut self, f: impl FnOnce(&mut Vec<u32>, &mut Vec<[u32; 3]>)) {
+        debug_assert!(self.ncols == 0);
+        f(&mut self.rows, &mut self.sys);
+        debug_assert!(self.sys.is_empty() || self.sys.len() == self.rows.len());
+    }
+
+    /// Adds slots `0..n` of a rows-only batch (every slot a visible row).
+    pub fn push_all(&mut self, n: u32) {
+        debug_assert!(self.ncols == 0 && self.rows_only && self.rows.is_empty());
+        self.rows.extend(0..n);
+    }
+
     /// Adds a row (its slot and version header); only before the columns are filled.
     #[inline]
     pub fn push(&mut self, slot: u32, h: &RowHdr) {

@@ -656,6 +656,11 @@ impl BlockRef {
             }
         }
     }
+    /// The column's validity bitmap (bit `slot` set: not NULL); not for `KIND_ABSENT` columns.
+    #[inline]
+    pub fn bitmap_ptr(&self, c: &ColDesc) -> *const u8 {
+        unsafe { self.base.add(c.bitmap_off as usize) }
+    }
     #[inline]
     pub fn value_ptr(&self, c: &ColDesc, slot: u32) -> *mut u8 {
         unsafe {

@@ -493,8 +493,26 @@ impl BlockFilter {
     /// Keeps the rows of `sel` (slots of block `b`) that pass: [`keep`](Self::keep) over a
     /// row list, with tight loops for the common comparisons of integer and decimal columns.
     pub fn retain(&self, p: &Prepared, b: BlockRef, c: &ColDesc, sel: &mut Vec<u32>) {
-        if self.strategy == STRATEGY_NE {
-            sel.retain(|&s| self.keep(p, b, c, s));
+        self.retain_with::<()>(p, b, c, sel, &mut Vec::new());
+    }
+
+    /// [`retain`](Self::retain) that also keeps `side` in step with `sel` (a value per row, e.g.
+    /// the rows' system columns; left alone when its length differs from `sel`'s).
+    ///
+    /// The loops are branch-free: every row is written to the next output position and the
+    /// position advances by the row's pass bit, so a filter that keeps rows at random costs no
+    /// branch mispredictions; the common integer/decimal comparisons read the validity bitmap
+    /// and the value region directly.
+    pub fn retain_with<S: Copy>(
+        &self,
+        p: &Prepared,
+        b: BlockRef,
+        c: &ColDesc,
+        sel: &mut Vec<u32>,
+        side: &mut Vec<S>,
+    ) {
+        if self.strategy == STRATEGY_NE || c.kind == KIND_ABSENT {
+            compact(sel, side, |s| self.keep(p, b, c, s));
             return;
         }
         fn cmp<T: PartialOrd + Copy>(strategy: u8, x: T, v: T) -> bool {
@@ -506,6 +524,9 @@ impl BlockFilter {
                 _ => x > v,
             }
         }
+        let bitmap = b.bitmap_ptr(c);
+        let values = b.value_ptr(c, 0) as *const u8;
+        let width = c.width as usize;
         // values read as T, compared with v; NULLs fail
         macro_rules! scan {
             ($t:ty, $v:expr, $skip_nan:expr) => {{
@@ -514,15 +535,11 @@ impl BlockFilter {
                 let nan_passes = matches!(st, 4 | 5);
                 macro_rules! run {
                     ($st:literal) => {
-                        sel.retain(|&s| {
-                            if !b.is_valid(c, s) {
-                                return false;
-                            }
-                            let x = unsafe { (b.value_ptr(c, s) as *const $t).read_unaligned() };
-                            if $skip_nan(x) {
-                                return nan_passes;
-                            }
-                            cmp($st, x, v)
+                        compact(sel, side, |s| unsafe {
+                            let valid = (*bitmap.add(s as usize >> 3) >> (s & 7)) & 1 != 0;
+                            let x = (values.add(s as usize * width) as *const $t).read_unaligned();
+                            let nan: bool = $skip_nan(x);
+                            valid & ((nan & nan_passes) | (!nan & cmp($st, x, v)))
                         })
                     };
                 }
@@ -536,6 +553,9 @@ impl BlockFilter {
             }};
         }
         match p {
+            Prepared::Int { attlen: 2, v } if i16::try_from(*v).is_ok() => {
+                scan!(i16, *v as i16, |_| false)
+            }
             Prepared::Int { attlen: 4, v } if i32::try_from(*v).is_ok() => {
                 scan!(i32, *v as i32, |_| false)
             }
@@ -547,7 +567,19 @@ impl BlockFilter {
             {
                 scan!(i64, *v as i64, |x: i64| x == NAN64)
             }
-            _ => sel.retain(|&s| self.keep(p, b, c, s)),
+            _ => compact(sel, side, |s| self.keep(p, b, c, s)),
+        }
+    }
+
+    /// Relative cost per row, for [`FilterOrder`]: a word compared is 1.
+    pub fn cost(&self) -> f64 {
+        match &self.value {
+            Value::Pattern(_) => 16.0,
+            Value::Bytes { .. } => 4.0,
+            Value::Set(vs) if matches!(vs.first(), Some(Value::Bytes { .. })) => 6.0,
+            Value::Set(_) | Value::Numeric { .. } => 2.0,
+            Value::Column(_) => 1.5,
+            _ => 1.0,
         }
     }
 
@@ -1040,6 +1072,58 @@ mod tests {
     }
 
     #[test]
+    fn compact_keeps_side_in_step() {
+        let mut sel: Vec<u32> = (0..20).collect();
+        let mut side: Vec<[u32; 3]> = (0..20).map(|i| [i, i * 2, i * 3]).collect();
+        compact(&mut sel, &mut side, |s| s % 3 == 1);
+        assert_eq!(sel, vec![1, 4, 7, 10, 13, 16, 19]);
+        assert_eq!(side.iter().map(|x| x[0]).collect::<Vec<_>>(), sel);
+        assert!(side.iter().all(|x| x[1] == x[0] * 2 && x[2] == x[0] * 3));
+        // a side of another length is left alone
+        let mut other: Vec<u8> = vec![9];
+        compact(&mut sel, &mut other, |s| s > 10);
+        assert_eq!((sel, other), (vec![13, 16, 19], vec![9]));
+    }
+
+    #[test]
+    fn filter_order_ranks_by_cost_over_removed_share() {
+        let f = |strategy, value| BlockFilter {
+            col: 0,
+            strategy,
+            value,
+        };
+        let filters = vec![
+            f(4, Value::Int(0)), // keeps 90%
+            f(1, Value::Int(0)), // keeps 10%
+            f(
+                3,
+                Value::Bytes {
+                    bytes: b"x".to_vec(),
+                    bpchar: false,
+                },
+            ), // keeps 10%, 4x cost
+        ];
+        let mut o = FilterOrder::default();
+        assert_eq!(o.order(3), &[0, 1, 2]);
+        o.record(0, 1000, 900);
+        o.record(1, 900, 90);
+        o.record(2, 90, 9);
+        o.block_done(&filters);
+        assert_eq!(o.order(3), &[1, 2, 0]);
+        // the ranking is redone at blocks 2, 4, 8, then every 16, not in between
+        o.record(1, 100_000, 99_000);
+        o.block_done(&filters);
+        assert_eq!(o.order(3), &[2, 0, 1]);
+        o.record(0, 1_000_000, 0);
+        o.block_done(&filters);
+        assert_eq!(o.order(3), &[2, 0, 1]);
+        o.block_done(&filters);
+        assert_eq!(o.order(3), &[0, 2, 1]);
+        // another filter count starts over in the given order
+        assert_eq!(o.order(2), &[0, 1]);
+    }
+
+    #[test]
     fn parse_filters() {
         assert_eq!(
             BlockFilter::parse("2 5 bytes 6162"),
@@ -1198,4 +1282,98 @@ mod tests {
         };
         assert!(nn.zone_excludes(&Prepared::Null, Zone::EMPTY));
     }
+}
+
+/// The order in which a scan applies a conjunction of block filters: the rows each filter saw
+/// and kept are counted, and the filters are re-ranked (after 1, 2, 4, 8 blocks, then every 16)
+/// by cost per row over the share of rows removed, ascending: cheap filters that remove most
+/// rows run first, so the later ones see fewer rows. Filters are ANDed, so the order never
+/// changes which rows pass.
+#[derive(Default)]
+pub struct FilterOrder {
+    order: Vec<usize>,
+    seen: Vec<u64>,
+    kept: Vec<u64>,
+    blocks: u32,
+}
+
+impl FilterOrder {
+    /// The filter indexes in the order to apply them (for `n` filters; a changed count starts
+    /// over in the given order).
+    pub fn order(&mut self, n: usize) -> &[usize] {
+        if self.order.len() != n {
+            self.order = (0..n).collect();
+            self.seen = vec![0; n];
+            self.kept = vec![0; n];
+            self.blocks = 0;
+        }
+        &self.order
+    }
+
+    /// Filter `i` saw `before` rows and kept `after`.
+    pub fn record(&mut self, i: usize, before: usize, after: usize) {
+        if let (Some(s), Some(k)) = (self.seen.get_mut(i), self.kept.get_mut(i)) {
+            *s += before as u64;
+            *k += after as u64;
+        }
+    }
+
+    /// A block is done: re-rank now and then.
+    pub fn block_done(&mut self, filters: &[BlockFilter]) {
+        self.blocks += 1;
+        let b = self.blocks;
+        if self.order.len() < 2 || filters.len() != self.order.len() {
+            return;
+        }
+        if !(b.is_power_of_two() && b <= 8 || b % 16 == 0) {
+            return;
+        }
+        let rank = |i: usize| {
+            let removed = if self.seen[i] == 0 {
+                0.5 // not seen yet (an earlier filter emptied the blocks): neutral
+            } else {
+                1.0 - self.kept[i] as f64 / self.seen[i] as f64
+            };
+            filters[i].cost() / removed.max(1e-3)
+        };
+        // stable: equal ranks keep the planner's order
+        self.order.sort_by(|&a, &b| {
+            rank(a)
+                .partial_cmp(&rank(b))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+    }
+}
+
+/// Keeps the entries of `sel` for which `pass` is true (and those of `side` alike when it has
+/// `sel`'s length), without a branch on the outcome: each entry is written to the next output
+/// position, which advances by the pass bit.
+#[inline(always)]
+fn compact<S: Copy>(sel: &mut Vec<u32>, side: &mut Vec<S>, pass: impl Fn(u32) -> bool) {
+    let n = sel.len();
+    let mut k = 0;
+    if side.len() == n && std::mem::size_of::<S>() > 0 {
+        for i in 0..n {
+            // SAFETY: k <= i < n = sel.len() = side.len()
+            unsafe {
+                let s = *sel.get_unchecked(i);
+                let ok = pass(s);
+                *sel.get_unchecked_mut(k) = s;
+                *side.get_unchecked_mut(k) = *side.get_unchecked(i);
+                k += ok as usize;
+            }
+        }
+        side.truncate(k);
+    } else {
+        for i in 0..n {
+            // SAFETY: k <= i < n = sel.len()
+            unsafe {
+                let s = *sel.get_unchecked(i);
+                let ok = pass(s);
+                *sel.get_unchecked_mut(k) = s;
+                k += ok as usize;
+            }
+        }
+    }
+    sel.truncate(k);
 }
