@@ -175,5 +175,76 @@ RESET scoot.join_filter;
 -- a join that matches nearly every row: the filter stops looking after its trial
 SELECT same($$SELECT f.k FROM FACT f JOIN FACT g ON f.k = g.k$$);
 SELECT removed($$SELECT f.k FROM FACT f JOIN FACT g ON f.k = g.k$$) < 1000 AS gives_up;
+
+-- costing (customscan.c, scoot_set_join_pathlist): a hash join whose outer side is a ScootScan
+-- the filter serves is costed with only the rows expected to find a partner (the others are
+-- dropped before they are formed), so the big table goes on the probing side; the plan's total
+-- cost is lower than with the filter off, and where the filter cannot apply (a left join, a
+-- numeric key) it is the same
+CREATE TABLE tord (k int, p char(15), n numeric(10,2)) USING scoot;
+INSERT INTO tord SELECT i, 'P' || (i % 5), i FROM generate_series(1, 150000) i;
+CREATE TABLE tli (k int, sd date, cd date, rd date, mode char(10), n numeric(10,2)) USING scoot;
+INSERT INTO tli SELECT i / 4 + 1, date '1995-01-01' + (i * 7 % 2000), date '1995-01-01' + (i * 11 % 2000),
+       date '1995-01-01' + (i * 13 % 2000), 'M' || (i % 7), i / 4 + 1 FROM generate_series(1, 600000) i;
+CREATE TABLE tordh AS SELECT * FROM tord;
+CREATE TABLE tlih AS SELECT * FROM tli;
+ANALYZE tord, tli, tordh, tlih;
+CREATE FUNCTION plan_cost(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE p json;
+BEGIN
+  EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO p;
+  RETURN (p -> 0 -> 'Plan' ->> 'Total Cost')::float8;
+END $$;
+CREATE FUNCTION cheaper_with_filter(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE on_ float8; off_ float8;
+BEGIN
+  SET LOCAL scoot.join_filter = on;
+  on_ := plan_cost(q);
+  SET LOCAL scoot.join_filter = off;
+  off_ := plan_cost(q);
+  SET LOCAL scoot.join_filter = on;
+  RETURN CASE WHEN on_ < off_ THEN 'cheaper' WHEN on_ = off_ THEN 'same' ELSE 'dearer' END;
+END $$;
+SET enable_nestloop = off;
+SET enable_mergejoin = off;
+EXPLAIN (COSTS OFF) SELECT l.mode, count(*) FROM tli l JOIN tord o ON l.k = o.k
+  WHERE l.mode IN ('M1', 'M2') AND l.cd < l.rd AND l.sd < l.cd AND l.rd >= '1996-01-01' AND l.rd < '1997-01-01'
+  GROUP BY 1;
+SELECT cheaper_with_filter($$SELECT l.mode, count(*) FROM tli l JOIN tord o ON l.k = o.k
+  WHERE l.mode IN ('M1', 'M2') AND l.cd < l.rd AND l.sd < l.cd AND l.rd >= '1996-01-01' AND l.rd < '1997-01-01'
+  GROUP BY 1$$);
+SELECT cheaper_with_filter($$SELECT count(*) FROM tord o WHERE o.k IN (SELECT k FROM tli WHERE sd = '1996-03-01')$$) AS semi;
+-- partial paths get the same costing (a Gather over the join, the filter in each worker)
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SELECT cheaper_with_filter($$SELECT count(*) FROM tli l JOIN tord o ON l.k = o.k
+  WHERE l.mode IN ('M1', 'M2') AND l.cd < l.rd AND l.sd < l.cd AND l.rd >= '1996-01-01' AND l.rd < '1997-01-01'$$) AS parallel;
+SELECT (SELECT count(*) FROM tli l JOIN tord o ON l.k = o.k
+        WHERE l.mode IN ('M1', 'M2') AND l.cd < l.rd AND l.sd < l.cd AND l.rd >= '1996-01-01' AND l.rd < '1997-01-01') =
+       (SELECT count(*) FROM tlih l JOIN tordh o ON l.k = o.k
+        WHERE l.mode IN ('M1', 'M2') AND l.cd < l.rd AND l.sd < l.cd AND l.rd >= '1996-01-01' AND l.rd < '1997-01-01')
+       AS parallel_same_as_heap;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+SET max_parallel_workers_per_gather = 0;
+SELECT cheaper_with_filter($$SELECT count(*) FROM tord o LEFT JOIN tli l ON l.k = o.k AND l.sd = '1996-03-01'$$) AS left_join;
+SELECT cheaper_with_filter($$SELECT count(*) FROM tli l JOIN tord o ON l.n = o.n WHERE l.sd = '1996-03-01'$$) AS numeric_key;
+-- the same answers as on heap
+SELECT (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM (
+          SELECT l.mode, count(*), sum(o.n) FROM tli l JOIN tord o ON l.k = o.k
+          WHERE l.mode IN ('M1', 'M2') AND l.cd < l.rd AND l.sd < l.cd AND l.rd >= '1996-01-01'
+            AND l.rd < '1997-01-01' GROUP BY 1) x) =
+       (SELECT string_agg(x::text, ',' ORDER BY x::text) FROM (
+          SELECT l.mode, count(*), sum(o.n) FROM tlih l JOIN tordh o ON l.k = o.k
+          WHERE l.mode IN ('M1', 'M2') AND l.cd < l.rd AND l.sd < l.cd AND l.rd >= '1996-01-01'
+            AND l.rd < '1997-01-01' GROUP BY 1) x) AS same_as_heap;
+SELECT (SELECT count(*) FROM tord o WHERE o.k IN (SELECT k FROM tli WHERE sd = '1996-03-01')) =
+       (SELECT count(*) FROM tordh o WHERE o.k IN (SELECT k FROM tlih WHERE sd = '1996-03-01')) AS semi_same_as_heap;
+DROP TABLE tord, tli, tordh, tlih;
+DROP FUNCTION plan_cost(text), cheaper_with_filter(text);
+
 DROP TABLE jf, jfh, dim, dimh, bigd, bigm, sk, skh;
 DROP FUNCTION same(text), removed(text);

@@ -64,6 +64,8 @@ pub struct ScanState {
     filters: Vec<BlockFilter>,
     /// the order the filters run in, by their selectivity so far
     filter_order: FilterOrder,
+    /// a ScootScan: nobody reads the rows' system columns (see [`set_columns`])
+    no_sys: bool,
     /// blocks skipped by their zone maps
     pub zone_skipped: u64,
     /// ScootScan under a hash join: the join's hash table (see [`set_join_filter`])
@@ -218,6 +220,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             eager: 0,
             filters: Vec::new(),
             filter_order: FilterOrder::default(),
+            no_sys: false,
             join: None,
             join_removed: 0,
             zone_skipped: 0,
@@ -457,8 +460,14 @@ unsafe fn advance(
 /// Restricts the scan to the columns whose `mask` entry is set (the ScootScan custom scan,
 /// which knows the columns its query reads): block batches copy exactly those, on entering a
 /// block, and leave the others NULL.
+///
+/// Only ScootScans call this, and they never read `xmin`/`xmax`/`cmin`/`cmax` (queries that do
+/// are left to plain scans): their batches record no system columns, and a dense all-visible
+/// block is entered without reading its row headers.
 pub fn set_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
     let st = state(scan);
+    st.no_sys = true;
+    st.batch.rows_only = true;
     st.batch.mask = mask.to_vec();
     st.eager = mask.iter().rposition(|&m| m).map(|i| i + 1).unwrap_or(0);
 }
@@ -744,7 +753,7 @@ pub unsafe fn visit_blocks_from(
         }
         let st = state(scan);
         st.batch.clear();
-        st.batch.rows_only = false;
+        st.batch.rows_only = st.no_sys;
         st.pos = Pos::End;
         Some(next)
     }

@@ -77,6 +77,21 @@ static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
 
 #define SCOOT_JOIN_FILTER_MAX_KEYS 4
 
+/*
+ * A Bloom filter of the hash values in a hash join's table (the batch it probes), so the join
+ * filter tests two bits of one word in a compact array (~2 bytes per key, mostly in cache)
+ * instead of walking a bucket chain through the table's tuples (a cache miss or two per row).
+ * Built once per table from its tuple chunks, which lie in memory in order; batch < 0: none
+ * (Parallel Hash), the filter walks the buckets.
+ */
+typedef struct ScootJoinBloom
+{
+	HashJoinTable ht;
+	int			batch;			/* the batch whose tuples set the bits */
+	int			shift;			/* 64 - log2(number of words) */
+	uint64	   *bits;
+} ScootJoinBloom;
+
 typedef struct ScootScanState
 {
 	CustomScanState css;
@@ -93,6 +108,7 @@ typedef struct ScootScanState
 	int			probe_nkeys;
 	int			probe_attnos[SCOOT_JOIN_FILTER_MAX_KEYS];
 	HashJoinTable probe_ht;
+	ScootJoinBloom probe_bloom;	/* probe_ht's hash values (see ScootJoinBloom) */
 
 	/* the clauses the block filters stand for, for rows they did not decide (scoot_next) */
 	ExprState  *recheck;
@@ -1170,9 +1186,10 @@ set_columns(ScootScanState *s)
  * million lineitem rows go up for 587 matches, each row a slot, an ExecProcNode call, an
  * expression evaluation of its key and a bucket walk. Once the join has built its hash table,
  * the scan does that lookup itself, a block at a time on the key columns, before any row is
- * formed, and keeps only the rows whose hash value is in the table (or in a batch on disk, or
- * in a skew bucket): exactly the rows the join could match; the join checks them again as
- * always. Only for inner, semi and right joins (which drop unmatched outer rows), a built table
+ * formed, and keeps only the rows whose hash value may be in the table (or in a batch on disk,
+ * or in a skew bucket): every row the join could match, and with a private table ~1-2% of the
+ * others (it tests a Bloom filter of the table's hash values, ScootJoinBloom, not the table
+ * itself); the join checks them again as always. Only for inner, semi and right joins (which drop unmatched outer rows), a built table
  * (a private one, or the shared table of the batch a Parallel Hash probes), and keys that are
  * plain int2/int4/int8/date columns hashed by
  * hashint2/hashint4/hashint8, whose hash the scan computes as PostgreSQL does (storage/filter.rs
@@ -1183,11 +1200,81 @@ set_columns(ScootScanState *s)
  */
 #define SCOOT_HJ_BUILD_HASHTABLE 1	/* nodeHashjoin.c's HJ_BUILD_HASHTABLE */
 
-/* Could the hash table hold a row with this hash value (for the batch it is probing now)? */
-bool
-scoot_hj_may_match(void *hashtable, uint32 hashvalue)
+/* The word of the Bloom filter and the two bits in it that stand for `hashvalue`. */
+static inline uint64
+bloom_probe(const ScootJoinBloom *b, uint32 hashvalue, uint64 *mask)
 {
-	HashJoinTable ht = (HashJoinTable) hashtable;
+	uint64		x = (uint64) hashvalue * UINT64CONST(0x9E3779B97F4A7C15);
+
+	*mask = (UINT64CONST(1) << (x & 63)) | (UINT64CONST(1) << ((x >> 6) & 63));
+	return x >> b->shift;
+}
+
+/*
+ * Sets b's bits from the tuples of ht's current batch (a private table: its tuples lie in the
+ * table's chunks, as ExecHashIncreaseNumBatches walks them; skew-bucket tuples are not there,
+ * and scoot_hj_may_match keeps their rows anyway). About 16 bits per tuple: with two bits per
+ * key in one word, some 1-2% of the absent keys pass.
+ */
+static void
+bloom_build(ScootJoinBloom *b, HashJoinTable ht, MemoryContext cxt)
+{
+	HashMemoryChunk chunk;
+	double		ntuples = 0;
+	int			logw = 6;
+	size_t		words;
+
+	if (b->bits != NULL)
+		pfree(b->bits);
+	b->bits = NULL;
+	b->ht = ht;
+	b->batch = -1;
+	if (ht == NULL || ht->parallel_state != NULL)
+		return;
+	for (chunk = ht->chunks; chunk != NULL; chunk = chunk->next.unshared)
+	{
+		size_t		idx = 0;
+
+		while (idx < chunk->used)
+		{
+			HashJoinTuple t = (HashJoinTuple) (HASH_CHUNK_DATA(chunk) + idx);
+
+			idx += MAXALIGN(HJTUPLE_OVERHEAD + HJTUPLE_MINTUPLE(t)->t_len);
+			ntuples++;
+		}
+	}
+	/* 16 bits per tuple, at least 64 words, at most 2^31 bytes */
+	while (logw < 28 && ((double) (UINT64CONST(1) << logw)) * 64 < ntuples * 16)
+		logw++;
+	words = (size_t) 1 << logw;
+	b->bits = MemoryContextAllocHuge(cxt, words * sizeof(uint64));
+	memset(b->bits, 0, words * sizeof(uint64));
+	b->shift = 64 - logw;
+	for (chunk = ht->chunks; chunk != NULL; chunk = chunk->next.unshared)
+	{
+		size_t		idx = 0;
+
+		while (idx < chunk->used)
+		{
+			HashJoinTuple t = (HashJoinTuple) (HASH_CHUNK_DATA(chunk) + idx);
+			uint64		mask;
+
+			b->bits[bloom_probe(b, t->hashvalue, &mask)] |= mask;
+			idx += MAXALIGN(HJTUPLE_OVERHEAD + HJTUPLE_MINTUPLE(t)->t_len);
+		}
+	}
+	b->batch = ht->curbatch;
+}
+
+/*
+ * Could the hash table hold a row with this hash value (for the batch it is probing now)?
+ * `filter` is the scan's ScootJoinBloom.
+ */
+bool
+scoot_hj_may_match(void *filter, uint32 hashvalue)
+{
+	ScootJoinBloom *b = (ScootJoinBloom *) filter;
+	HashJoinTable ht = b->ht;
 	int			bucketno,
 				batchno;
 	HashJoinTuple t;
@@ -1197,6 +1284,13 @@ scoot_hj_may_match(void *hashtable, uint32 hashvalue)
 	ExecHashGetBucketAndBatch(ht, hashvalue, &bucketno, &batchno);
 	if (batchno != ht->curbatch)
 		return true;			/* the join writes the row to that batch's file */
+	if (b->batch == ht->curbatch)
+	{
+		uint64		mask;
+		uint64		w = b->bits[bloom_probe(b, hashvalue, &mask)];
+
+		return (w & mask) == mask;
+	}
 	if (ht->parallel_state != NULL)
 	{
 		/* Parallel Hash: the current batch's shared buckets, read-only while it is probed */
@@ -1311,8 +1405,9 @@ join_filter_update(ScootScanState *s)
 	if (ht == NULL && s->probe_ht == NULL)
 		return;
 	s->probe_ht = ht;
-	scoot_scan_set_join_filter(s->scan, ht, scoot_hj_may_match, ht ? s->probe_nkeys : 0,
-							   s->probe_attnos, widths);
+	bloom_build(&s->probe_bloom, ht, s->css.ss.ps.state->es_query_cxt);
+	scoot_scan_set_join_filter(s->scan, ht ? &s->probe_bloom : NULL, scoot_hj_may_match,
+							   ht ? s->probe_nkeys : 0, s->probe_attnos, widths);
 }
 
 static TupleTableSlot *
@@ -1984,6 +2079,204 @@ scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamLi
 	return stmt;
 }
 
+/*
+ * Costing the join filter.
+ *
+ * PostgreSQL costs the two ways round of a hash join over tables of 1.5M and 30k rows about
+ * the same (a row hashed into the table costs as much as a row looked up in it), and keeps
+ * the first: often the big table ends up hashed (TPC-H Q12 builds a 92 MB table of every order
+ * to probe it with 31k lineitem rows). In truth the way round with a ScootScan on the probing
+ * side is far cheaper: its join filter drops the rows that cannot match before they are
+ * formed, and the table stays small. So for each way round where the outer side is a base
+ * scoot relation whose ScootScan the join filter can serve (inner, semi or right join; every
+ * hash key a plain int2/int4/int8/date column hashed by hashint2/4/8; no volatile function in
+ * the scan's clauses), this adds the hash join path with that ScootScan as outer, costed by
+ * PostgreSQL's own hash join costing as if the scan returned only the rows the filter lets
+ * through: those expected to find a partner (at most the join's rows), 2% of the others (the
+ * Bloom filter's false positives), and all rows of batches not in memory. The dropped rows
+ * save the scan cpu_tuple_cost each and the join their hashing and bucket walk. A path the
+ * filter would not pay for (under 1/8 of the rows dropped) is left as PostgreSQL costs it.
+ * `scoot.join_filter = off` turns this off with the filter.
+ */
+static set_join_pathlist_hook_type prev_set_join_pathlist = NULL;
+
+static CustomPath *
+scoot_scan_path_of(RelOptInfo *rel)
+{
+	ListCell   *lc;
+
+	foreach(lc, rel->pathlist)
+	{
+		Path	   *p = (Path *) lfirst(lc);
+
+		if (IsA(p, CustomPath) && ((CustomPath *) p)->methods == &scoot_path_methods &&
+			p->param_info == NULL && !p->parallel_aware)
+			return (CustomPath *) p;
+	}
+	return NULL;
+}
+
+/* Is `e` (the outer side of a hash clause) a column of `rel` the join filter can hash? */
+static bool
+join_filter_key(Expr *e, RelOptInfo *rel, Oid hashop)
+{
+	Var		   *v = (Var *) e;
+	RegProcedure lproc,
+				rproc;
+
+	while (IsA(e, RelabelType))
+		e = ((RelabelType *) e)->arg;
+	v = (Var *) e;
+	if (!IsA(v, Var) || v->varno != (int) rel->relid || v->varattno <= 0 || v->varlevelsup != 0)
+		return false;
+	if (!get_op_hash_functions(hashop, &lproc, &rproc))
+		return false;
+	/* the function for this side: the operator's left input is its first argument */
+	return (lproc == F_HASHINT2 || lproc == F_HASHINT4 || lproc == F_HASHINT8) &&
+		(rproc == F_HASHINT2 || rproc == F_HASHINT4 || rproc == F_HASHINT8);
+}
+
+/*
+ * Adds the hash join of `outer` (a ScootScan path) and `inner`, costed as if the scan returned
+ * only the rows its join filter lets through: `share` of them are dropped (divided by the
+ * number of batches: rows of batches on disk pass; a multi-batch Parallel Hash partitions its
+ * outer side before any table exists, so nothing is dropped there). A partial path when
+ * `partial`.
+ */
+static void
+add_filtered_hashjoin(PlannerInfo *root, RelOptInfo *joinrel, JoinType jointype,
+					  JoinPathExtraData *extra, List *hashclauses, CustomPath *outer, Path *inner,
+					  double share, bool parallel_hash, bool partial)
+{
+	JoinCostWorkspace ws;
+	CustomPath	fake;
+	HashPath   *hp;
+	double		rows = outer->path.rows;
+	double		dropped;
+
+	initial_cost_hashjoin(root, &ws, jointype, hashclauses, &outer->path, inner, extra,
+						  parallel_hash);
+	if (parallel_hash && ws.numbatches > 1)
+		return;
+	dropped = rows * share / Max(ws.numbatches, 1);
+	if (dropped * 8 < rows)
+		return;
+
+	/*
+	 * Cost the join as PostgreSQL does, but with an outer side that hands it only the rows
+	 * that pass the filter (the dropped ones cost the scan no tuple and the join no hashing or
+	 * bucket walk), then give the path the real scan.
+	 */
+	fake = *outer;
+	fake.path.rows = rows - dropped;
+	fake.path.total_cost = Max(fake.path.startup_cost,
+							   fake.path.total_cost - dropped * cpu_tuple_cost);
+	initial_cost_hashjoin(root, &ws, jointype, hashclauses, &fake.path, inner, extra,
+						  parallel_hash);
+	if (partial && !add_partial_path_precheck(joinrel, ws.total_cost, NIL))
+		return;
+	hp = create_hashjoin_path(root, joinrel, jointype, &ws, extra, &fake.path, inner,
+							  parallel_hash, extra->restrictlist, NULL, hashclauses);
+	hp->jpath.outerjoinpath = &outer->path;
+	if (partial)
+		add_partial_path(joinrel, (Path *) hp);
+	else
+		add_path(joinrel, (Path *) hp);
+}
+
+static void
+scoot_set_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
+						RelOptInfo *innerrel, JoinType jointype, JoinPathExtraData *extra)
+{
+	CustomPath *outer;
+	Path	   *inner;
+	List	   *hashclauses = NIL;
+	ListCell   *lc;
+	double		outer_rows,
+				matched,
+				share;
+
+	if (prev_set_join_pathlist)
+		prev_set_join_pathlist(root, joinrel, outerrel, innerrel, jointype, extra);
+	if (!scoot_custom_scan_enabled() || !scoot_join_filter_enabled() || !enable_hashjoin)
+		return;
+	if (!(jointype == JOIN_INNER || jointype == JOIN_SEMI || jointype == JOIN_RIGHT))
+		return;
+	if (outerrel->reloptkind != RELOPT_BASEREL || outerrel->lateral_relids != NULL ||
+		innerrel->cheapest_total_path == NULL)
+		return;
+	outer = scoot_scan_path_of(outerrel);
+	inner = innerrel->cheapest_total_path;
+	if (outer == NULL || inner->param_info != NULL ||
+		contain_volatile_functions((Node *) outerrel->baserestrictinfo) ||
+		contain_volatile_functions((Node *) outerrel->reltarget->exprs))
+		return;
+	foreach(lc, extra->restrictlist)
+	{
+		RestrictInfo *ri = (RestrictInfo *) lfirst(lc);
+		Expr	   *outer_side;
+
+		if (IS_OUTER_JOIN(jointype) && RINFO_IS_PUSHED_DOWN(ri, joinrel->relids))
+			continue;
+		if (!ri->can_join || ri->hashjoinoperator == InvalidOid)
+			continue;
+		if (bms_is_subset(ri->left_relids, outerrel->relids) &&
+			bms_is_subset(ri->right_relids, innerrel->relids))
+		{
+			ri->outer_is_left = true;
+			outer_side = (Expr *) get_leftop(ri->clause);
+		}
+		else if (bms_is_subset(ri->left_relids, innerrel->relids) &&
+				 bms_is_subset(ri->right_relids, outerrel->relids))
+		{
+			ri->outer_is_left = false;
+			outer_side = (Expr *) get_rightop(ri->clause);
+		}
+		else
+			continue;
+		if (!join_filter_key(outer_side, outerrel, ri->hashjoinoperator))
+			return;				/* the filter needs every key (the join hashes them all) */
+		hashclauses = lappend(hashclauses, ri);
+	}
+	if (hashclauses == NIL || list_length(hashclauses) > SCOOT_JOIN_FILTER_MAX_KEYS)
+		return;
+	outer_rows = outer->path.rows;
+	matched = Min(outer_rows, joinrel->rows);
+	share = outer_rows > 0 ? (outer_rows - matched) * 0.98 / outer_rows : 0;
+	add_filtered_hashjoin(root, joinrel, jointype, extra, hashclauses, outer, inner, share,
+						  false, false);
+
+	/* the same for partial paths (PostgreSQL's own rules: inner and semi joins) */
+	if (!joinrel->consider_parallel || !(jointype == JOIN_INNER || jointype == JOIN_SEMI) ||
+		!bms_is_empty(joinrel->lateral_relids))
+		return;
+	outer = NULL;
+	foreach(lc, outerrel->partial_pathlist)
+	{
+		Path	   *p = (Path *) lfirst(lc);
+
+		if (IsA(p, CustomPath) && ((CustomPath *) p)->methods == &scoot_path_methods &&
+			p->param_info == NULL)
+		{
+			outer = (CustomPath *) p;
+			break;
+		}
+	}
+	if (outer == NULL)
+		return;
+	if (enable_parallel_hash && innerrel->partial_pathlist != NIL)
+	{
+		Path	   *pin = (Path *) linitial(innerrel->partial_pathlist);
+
+		if (pin->param_info == NULL && pin->parallel_safe)
+			add_filtered_hashjoin(root, joinrel, jointype, extra, hashclauses, outer, pin, share,
+								  true, true);
+	}
+	if (inner->parallel_safe)
+		add_filtered_hashjoin(root, joinrel, jointype, extra, hashclauses, outer, inner, share,
+							  false, true);
+}
+
 void
 scoot_install_custom_scan(void)
 {
@@ -1992,6 +2285,8 @@ scoot_install_custom_scan(void)
 	ExecutorStart_hook = scoot_scan_nodes_executor_start;
 	prev_set_rel_pathlist = set_rel_pathlist_hook;
 	set_rel_pathlist_hook = scoot_set_rel_pathlist;
+	prev_set_join_pathlist = set_join_pathlist_hook;
+	set_join_pathlist_hook = scoot_set_join_pathlist;
 	prev_planner = planner_hook;
 	planner_hook = scoot_planner;
 }

@@ -68,8 +68,9 @@ pub struct Batch {
     /// Columns read (by attribute number - 1; empty: all). The others are returned as NULL:
     /// set by a scan whose query never looks at them.
     pub mask: Vec<bool>,
-    /// Only the row numbers are collected (no system columns, no slots): block visitors
-    /// (aggregate pushdown) that read the block themselves.
+    /// Only the row numbers are collected, no system columns: block visitors (aggregate
+    /// pushdown, Arrow export) that read the block themselves, and ScootScans, which never
+    /// return system columns (their slots read zeros).
     pub rows_only: bool,
     /// Per column filled: index into `deferred`, or `NOT_DEFERRED`.
     defer_of: Vec<u8>,

@@ -138,7 +138,8 @@ pub unsafe fn store_batch_row(
             (*s).batch = batch;
         }
         (*s).brow = r;
-        [(*s).xmin, (*s).xmax, (*s).cid] = (&(*batch).sys)[r];
+        // a batch that records no system columns (a ScootScan's) gives zeros
+        [(*s).xmin, (*s).xmax, (*s).cid] = (&(*batch).sys).get(r).copied().unwrap_or_default();
         (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
         (*slot).tts_nvalid = 0;
         (*slot).tts_tid = tid;
