@@ -1243,8 +1243,11 @@ bloom_build(ScootJoinBloom *b, HashJoinTable ht, MemoryContext cxt)
 			ntuples++;
 		}
 	}
-	/* 16 bits per tuple, at least 64 words, at most 2^31 bytes */
-	while (logw < 28 && ((double) (UINT64CONST(1) << logw)) * 64 < ntuples * 16)
+	/*
+	 * 16 bits per tuple, at least 64 words, at most 2^24 (128 MB; the batch in memory itself
+	 * takes hash_mem, at 16+ bytes per tuple, so this is a fraction of it)
+	 */
+	while (logw < 24 && ((double) (UINT64CONST(1) << logw)) * 64 < ntuples * 16)
 		logw++;
 	words = (size_t) 1 << logw;
 	b->bits = MemoryContextAllocHuge(cxt, words * sizeof(uint64));
