@@ -2103,17 +2103,18 @@ scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamLi
  */
 static set_join_pathlist_hook_type prev_set_join_pathlist = NULL;
 
+/* The unparameterized ScootScan path in `paths` (parallel-aware ones for a partial list). */
 static CustomPath *
-scoot_scan_path_of(RelOptInfo *rel)
+scoot_scan_path_in(List *paths, bool partial)
 {
 	ListCell   *lc;
 
-	foreach(lc, rel->pathlist)
+	foreach(lc, paths)
 	{
 		Path	   *p = (Path *) lfirst(lc);
 
 		if (IsA(p, CustomPath) && ((CustomPath *) p)->methods == &scoot_path_methods &&
-			p->param_info == NULL && !p->parallel_aware)
+			p->param_info == NULL && p->parallel_aware == partial)
 			return (CustomPath *) p;
 	}
 	return NULL;
@@ -2123,7 +2124,7 @@ scoot_scan_path_of(RelOptInfo *rel)
 static bool
 join_filter_key(Expr *e, RelOptInfo *rel, Oid hashop)
 {
-	Var		   *v = (Var *) e;
+	Var		   *v;
 	RegProcedure lproc,
 				rproc;
 
@@ -2208,7 +2209,7 @@ scoot_set_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *oute
 	if (outerrel->reloptkind != RELOPT_BASEREL || outerrel->lateral_relids != NULL ||
 		innerrel->cheapest_total_path == NULL)
 		return;
-	outer = scoot_scan_path_of(outerrel);
+	outer = scoot_scan_path_in(outerrel->pathlist, false);
 	inner = innerrel->cheapest_total_path;
 	if (outer == NULL || inner->param_info != NULL ||
 		contain_volatile_functions((Node *) outerrel->baserestrictinfo) ||
@@ -2253,18 +2254,7 @@ scoot_set_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *oute
 	if (!joinrel->consider_parallel || !(jointype == JOIN_INNER || jointype == JOIN_SEMI) ||
 		!bms_is_empty(joinrel->lateral_relids))
 		return;
-	outer = NULL;
-	foreach(lc, outerrel->partial_pathlist)
-	{
-		Path	   *p = (Path *) lfirst(lc);
-
-		if (IsA(p, CustomPath) && ((CustomPath *) p)->methods == &scoot_path_methods &&
-			p->param_info == NULL)
-		{
-			outer = (CustomPath *) p;
-			break;
-		}
-	}
+	outer = scoot_scan_path_in(outerrel->partial_pathlist, true);
 	if (outer == NULL)
 		return;
 	if (enable_parallel_hash && innerrel->partial_pathlist != NIL)

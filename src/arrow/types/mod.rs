@@ -169,15 +169,7 @@ pub fn range_validity(
 /// `fixed` and `datetime` map from).
 #[inline]
 pub fn read_raw(b: BlockRef, c: &ColDesc, s: u32) -> i64 {
-    let p = b.value_ptr(c, s);
-    unsafe {
-        match c.attlen {
-            1 => *(p as *const i8) as i64,
-            2 => (p as *const i16).read_unaligned() as i64,
-            4 => (p as *const i32).read_unaligned() as i64,
-            _ => (p as *const i64).read_unaligned(),
-        }
-    }
+    b.read_int(c, s)
 }
 
 /// A by-value datum's raw form, as [`read_raw`] gives it for a cell of `attlen` bytes.
