@@ -53,5 +53,28 @@ ROLLBACK;
 SELECT count(*), sum(v), sum(length(pad)) FROM wt;
 SELECT id, v, length(pad) FROM wt WHERE id IN (7, 9, 11, 12, 30, 40, 1007, 2000) ORDER BY id;
 
+-- opportunistic pruning (a scan entering a block with at least 64 superseded versions) removes
+-- the dead versions of every chain of the block under one exclusive lock: one CONFLICT and one
+-- BLOCK record for the block (each chain's redirect and each freed version wrote its own pair
+-- before: ten chains and seventy freed versions here). Seven updates of every row:
+-- the seventh one's scan saw 60 superseded versions (no pruning yet), the SELECT sees 70.
+CREATE TABLE wp (id int PRIMARY KEY, v int) USING scoot WITH (autovacuum_enabled = off);
+INSERT INTO wp SELECT i, 0 FROM generate_series(1, 10) i;
+SELECT 'UPDATE wp SET v = v + 1' FROM generate_series(1, 7) \gexec
+SET scoot.custom_scan = off;
+SELECT live_rows, dead_rows FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
+SELECT pg_current_wal_insert_lsn() AS a \gset
+-- (in a transaction with an xid, whose commit flushes the WAL for pg_walinspect to read it)
+BEGIN;
+SELECT txid_current() > 0 AS has_xid;
+SELECT count(*), sum(v) FROM wp;
+COMMIT;
+:walrecs;
+-- the block holds the ten live versions only
+SELECT live_rows, dead_rows FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
+SELECT id, v FROM wp WHERE id IN (1, 10) ORDER BY id;
+RESET scoot.custom_scan;
+DROP TABLE wp;
+
 DROP TABLE wt;
 RESET scoot.wal_check;

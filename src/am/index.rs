@@ -241,6 +241,145 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
     whole_chain_dead
 }
 
+/// What [`local_chain`] found for one chain of a block held exclusively.
+enum LocalChain {
+    /// nothing to remove (or the chain is inconsistent: left alone, as `prune_chain` does)
+    Keep,
+    /// a member lies in another block: prune it on its own with [`prune_chain`]
+    Spill,
+    /// remove `members[..=last_dead]`; the root becomes a redirect to `keep` (a slot of this
+    /// block) or, with `None`, dead
+    Remove { last_dead: usize, keep: Option<u32> },
+}
+
+/// Plans the pruning of the chain rooted at slot `rs` of the exclusively locked block `l`
+/// (starting at `start`: the root, or where its redirect points), with the same rules as
+/// [`prune_chain`]. Fills `members` with the slots walked.
+fn local_chain(
+    l: &Locked,
+    rs: u32,
+    start: u32,
+    classify: &dyn Fn(&RowHdr) -> Prune,
+    members: &mut Vec<u32>,
+) -> LocalChain {
+    members.clear();
+    let hwm = l.hwm();
+    let mut latest_dead: Option<usize> = None;
+    let mut latest_dead_x = 0u32;
+    let mut ended = false;
+    let mut stop: Option<u32> = None;
+    let (mut cs, mut prior): (u32, Option<u32>) = (start, None);
+    let mut first = true;
+    for _ in 0..=hwm {
+        // the checks of walk_chain: a broken chain ends the walk (stop stays None)
+        if cs >= hwm {
+            break;
+        }
+        let h = l.row(cs);
+        if h.state() != ST_NORMAL
+            || prior.is_some_and(|px| h.xmin != px)
+            || (!(first && cs == rs) && !h.has_flag(F_HEAP_ONLY))
+        {
+            break;
+        }
+        first = false;
+        match classify(h) {
+            Prune::Keep => {
+                stop = Some(cs);
+                break;
+            }
+            Prune::Dead => {
+                latest_dead = Some(members.len());
+                latest_dead_x = match mvcc::htsv_horizon(h) {
+                    (mvcc::Htsv::RecentlyDead, x) => x,
+                    _ => 0,
+                };
+            }
+            Prune::Recent => {}
+        }
+        members.push(cs);
+        match hot_next(h) {
+            Some((nb, ns, x)) => {
+                if nb != l.lb {
+                    return LocalChain::Spill;
+                }
+                cs = ns;
+                prior = Some(x);
+            }
+            None => {
+                ended = true;
+                break;
+            }
+        }
+    }
+    let Some(mut ld) = latest_dead else {
+        return LocalChain::Keep;
+    };
+    let mut keep = members.get(ld + 1).copied().or(stop);
+    let mut whole_chain_dead = keep.is_none() && ended && ld + 1 == members.len();
+    if whole_chain_dead && !horizon::image_allows(latest_dead_x) {
+        // a live snapshot image may still see the row through the index (see prune_chain)
+        if ld == 0 {
+            return LocalChain::Keep;
+        }
+        keep = Some(members[ld]);
+        ld -= 1;
+        whole_chain_dead = false;
+    }
+    match keep {
+        None if !whole_chain_dead => LocalChain::Keep,
+        Some(k) if k == rs => LocalChain::Keep,
+        _ => LocalChain::Remove { last_dead: ld, keep },
+    }
+}
+
+/// Prunes the version chains rooted in block `b` of `t` under **one** exclusive lock of the
+/// block, so the whole block's pruning is one WAL record (and one standby conflict), as
+/// heap_page_prune does for a page. Chains whose members leave the block are pruned one by
+/// one afterwards with [`prune_chain`]. `classify` as for [`prune_chain`].
+pub fn prune_block(t: TableRef, b: u32, classify: &dyn Fn(&RowHdr) -> Prune) {
+    let mut spill: Vec<u32> = Vec::new();
+    if let Some(l) = storage::lock(t, b, true) {
+        let mut members: Vec<u32> = Vec::new();
+        for rs in 0..l.hwm() {
+            let h = l.row(rs);
+            let start = match h.state() {
+                ST_REDIRECT => match redirect_target(h) {
+                    Some((tb, ts)) if tb == b => ts,
+                    Some(_) => {
+                        spill.push(rs);
+                        continue;
+                    }
+                    None => continue,
+                },
+                ST_NORMAL if !h.has_flag(F_HEAP_ONLY) => rs,
+                _ => continue,
+            };
+            match local_chain(&l, rs, start, classify, &mut members) {
+                LocalChain::Keep => {}
+                LocalChain::Spill => spill.push(rs),
+                LocalChain::Remove { last_dead, keep } => {
+                    match keep {
+                        Some(k) => {
+                            let tid = crate::storage::tid_of(b, k);
+                            storage::make_redirect(&l, rs, (ffi::tid_page(&tid), tid.ip_posid));
+                        }
+                        None => storage::make_dead(&l, rs),
+                    }
+                    for &s in &members[..=last_dead] {
+                        if s != rs {
+                            storage::free_slot(&l, s);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for rs in spill {
+        prune_chain(t, b, rs, classify);
+    }
+}
+
 /// Opportunistic classification with the GlobalVis test (and scoot's own horizon, which skips
 /// the readers of snapshot images).
 pub fn classify_globalvis(h: &RowHdr, vistest: *mut pg_sys::GlobalVisState) -> Prune {
@@ -689,9 +828,7 @@ pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
     }
     d.obsolete.store(0, std::sync::atomic::Ordering::Relaxed);
     let vistest = unsafe { pg_sys::GlobalVisTestFor(rel) };
-    for rs in roots_of(t, b) {
-        prune_chain(t, b, rs, &|h| classify_globalvis(h, vistest));
-    }
+    prune_block(t, b, &|h| classify_globalvis(h, vistest));
 }
 
 /// Prunes the version chains rooted in block `b` of `t` with a fixed horizon (`oldest_xmin`:
@@ -703,9 +840,7 @@ pub fn prune_block_horizon(t: TableRef, b: u32, oldest_xmin: u32) {
         Htsv::RecentlyDead => Prune::Recent,
         _ => Prune::Keep,
     };
-    for rs in roots_of(t, b) {
-        prune_chain(t, b, rs, &classify);
-    }
+    prune_block(t, b, &classify);
 }
 
 /// Roots (slots that start a chain) of block `b`.

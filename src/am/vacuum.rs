@@ -3,7 +3,7 @@
 //! freeze old xmins, give empty blocks back to the arena, and report statistics.
 use crate::ffi;
 use crate::ffi::guard::boundary;
-use crate::storage::block::{F_HEAP_ONLY, ST_DEAD, ST_NORMAL, ST_REDIRECT};
+use crate::storage::block::{F_HEAP_ONLY, ST_DEAD, ST_NORMAL};
 use crate::storage::modify as storage;
 use crate::storage::tabledir;
 use crate::txn::mvcc::{self, Htsv};
@@ -68,19 +68,8 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         let mut live = 0f64;
         let mut dead_versions = 0f64;
         for &b in &blocks {
-            let roots: Vec<u32> = match storage::lock(t, b, false) {
-                Some(l) => (0..l.hwm())
-                    .filter(|&s| {
-                        let h = l.row(s);
-                        (h.state() == ST_NORMAL && !h.has_flag(F_HEAP_ONLY))
-                            || h.state() == ST_REDIRECT
-                    })
-                    .collect(),
-                None => continue,
-            };
-            for s in roots {
-                super::index::prune_chain(t, b, s, &classify);
-            }
+            // one exclusive lock (one WAL record) per block, as heap_page_prune
+            super::index::prune_block(t, b, &classify);
             pg_sys::vacuum_delay_point();
         }
         // pass 2: free dead heap-only versions (now unreachable), freeze, collect dead roots
