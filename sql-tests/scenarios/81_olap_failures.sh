@@ -35,15 +35,20 @@ echo "--- 2. the memory bound: abandon the oldest snapshot, never block writers"
 start_cluster mem 55521 "scoot.snapshot_method = 'software'" "scoot.snapshot_memory = 1"
 q -c "CREATE TABLE big (id int PRIMARY KEY, v int, pad text) USING scoot" \
   -c "INSERT INTO big SELECT g, 0, repeat('x', 200) FROM generate_series(1, 200000) g" || fail "load big"
-# reader: pins a snapshot, waits for the writer, reads again
+# reader: pins a snapshot, waits for the writer, reads again; then, once the writer has
+# committed, a new statement that takes a new snapshot (snapshot_max_age = 0: a statement of a
+# session that did not write may otherwise read a snapshot up to 1 s old, README *Freshness*)
+rm -f "$WORK/writer_done"
 (
-  PGOPTIONS="-c scoot.olap=on" "$BIN/psql" -X -qAt -v ON_ERROR_STOP=0 >"$WORK/reader.out" 2>&1 <<'SQL'
+  PGOPTIONS="-c scoot.olap=on" "$BIN/psql" -X -qAt -v ON_ERROR_STOP=0 >"$WORK/reader.out" 2>&1 <<SQL
 BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
 SELECT 'first', count(*), sum(v) FROM big;
 SELECT pg_sleep(6);
 \set VERBOSITY verbose
 SELECT 'second', count(*), sum(v) FROM big;
 ROLLBACK;
+\! for i in \$(seq 600); do [ -f "$WORK/writer_done" ] && break; sleep 0.1; done
+SET scoot.snapshot_max_age = 0;
 SELECT 'after', count(*), sum(v) FROM big;
 SQL
 ) &
@@ -51,6 +56,7 @@ reader=$!
 sleep 2
 t0=$SECONDS
 q -c "UPDATE big SET v = 1" || soft_fail "the writer failed"
+touch "$WORK/writer_done"
 echo "    writer updated 200000 rows (their version headers alone span ~4 MB of pages) in $((SECONDS - t0))s with a 1 MB pre-image pool"
 wait $reader
 sed 's/^/    reader: /' "$WORK/reader.out" | head -8
