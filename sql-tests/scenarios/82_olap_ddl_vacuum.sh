@@ -8,6 +8,8 @@
 #  3. VACUUM is not held back by an analytic reader: while a snapshot reader keeps its
 #     transaction open, HOT-updated versions are pruned by VACUUM (the reader still sees the old
 #     values through its snapshot); the same reader with scoot.olap = off holds them back.
+#  4. Once the last analytic reader is gone (10 s), writes go on without the worker taking
+#     snapshots (each would write-protect the arena and make writers save pre-images).
 set -uo pipefail
 . "$(dirname "$0")/helpers/olap_lib.sh"
 start_cluster ddl 55530
@@ -120,4 +122,24 @@ echo "    olap off: $v_off row versions left after VACUUM; the reader saw $d_off
 [ "$d_off" = "during|10000|0" ] || soft_fail "the live RR reader did not keep seeing the old values ($d_off)"
 [ "$v_on" -le 10100 ] || soft_fail "VACUUM left $v_on versions behind a snapshot reader (want ~10000: not held back)"
 [ "$v_off" -ge 30000 ] || soft_fail "control: a live REPEATABLE READ reader should hold back VACUUM (left $v_off, want >= 30000)"
+
+echo "--- 4. no snapshots for nobody: once analytic readers are gone, writes go on without snapshots"
+# (readers count as recent for 10 x scoot.snapshot_interval, at least 10 s; until then the
+# worker keeps a fresh snapshot for them while writes go on, at most one per interval)
+q -c "CREATE TABLE idle_w (id int PRIMARY KEY, v int) USING scoot" \
+  -c "INSERT INTO idle_w SELECT g, 0 FROM generate_series(1, 100) g"
+[ "$(qo -c "SELECT count(*) FROM idle_w")" = 100 ] || soft_fail "the analytic read of idle_w failed"
+writes() {   # writes <seconds>: an autocommit UPDATE every ~50 ms
+  local end=$((SECONDS + $1)) i=0
+  while [ $SECONDS -lt $end ]; do
+    q -c "UPDATE idle_w SET v = v + 1 WHERE id = $((i % 100 + 1))"
+    i=$((i + 1)); sleep 0.05
+  done
+}
+writes 12
+n0=$(stat snapshots_taken)
+writes 5
+n1=$(stat snapshots_taken)
+echo "    snapshots taken during 5 s of writes, 12 s after the last analytic read: $((n1 - n0))"
+[ "$n1" -eq "$n0" ] || soft_fail "the worker took $((n1 - n0)) snapshots for nobody while writes went on"
 finish

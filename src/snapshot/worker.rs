@@ -242,11 +242,6 @@ impl Worker {
         let r = registry::reg();
         let t = now();
         let newest = r.newest.load(Ordering::Acquire);
-        let newest_id = if newest == registry::NONE {
-            0
-        } else {
-            registry::slot(newest as usize).id.load(Ordering::Acquire)
-        };
         let requested = r.requested.load(Ordering::Acquire);
         let changed = cow::ctl().changes.load(Ordering::Acquire) != self.changes_at_last
             || latest_completed() != self.completed_at_last;
@@ -256,7 +251,12 @@ impl Worker {
         let idle_us = (guc::SNAPSHOT_INTERVAL_MS.get() as i64 * 10).max(10_000) * 1000;
         let readers_recent = t - r.last_reader_at.load(Ordering::Acquire) < idle_us;
         let due = self.last_taken.is_none_or(|l| l.elapsed() >= interval);
-        if requested > newest_id || (readers_recent && due && changed && newest != registry::NONE) {
+        // a request not served yet: no snapshot with an id >= the requested one was taken (not
+        // `requested > newest_id`: once the worker dropped an idle newest snapshot that would
+        // hold for any old request, and it took and dropped snapshots on every tick while
+        // writes went on, long after the last analytic reader)
+        let unserved = requested >= r.next_id.load(Ordering::Acquire);
+        if unserved || (readers_recent && due && changed && newest != registry::NONE) {
             self.create();
         } else if newest != registry::NONE && !changed {
             // nothing changed since it was taken: it is as good as a new one
