@@ -53,14 +53,14 @@ ROLLBACK;
 SELECT count(*), sum(v), sum(length(pad)) FROM wt;
 SELECT id, v, length(pad) FROM wt WHERE id IN (7, 9, 11, 12, 30, 40, 1007, 2000) ORDER BY id;
 
--- opportunistic pruning (a scan entering a block with at least 64 superseded versions) removes
+-- opportunistic pruning (a scan entering a block with at least 16 superseded versions) removes
 -- the dead versions of every chain of the block under one exclusive lock: one CONFLICT and one
 -- BLOCK record for the block (each chain's redirect and each freed version wrote its own pair
--- before: ten chains and seventy freed versions here). Seven updates of every row:
--- the seventh one's scan saw 60 superseded versions (no pruning yet), the SELECT sees 70.
+-- before: ten chains and twenty freed versions here). Two updates of every row: the
+-- second one's scan saw 10 superseded versions (no pruning yet), the SELECT sees 20.
 CREATE TABLE wp (id int PRIMARY KEY, v int) USING scoot WITH (autovacuum_enabled = off);
 INSERT INTO wp SELECT i, 0 FROM generate_series(1, 10) i;
-SELECT 'UPDATE wp SET v = v + 1' FROM generate_series(1, 7) \gexec
+SELECT 'UPDATE wp SET v = v + 1' FROM generate_series(1, 2) \gexec
 SET scoot.custom_scan = off;
 SELECT live_rows, dead_rows FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
 SELECT pg_current_wal_insert_lsn() AS a \gset
@@ -73,6 +73,21 @@ COMMIT;
 -- the block holds the ten live versions only
 SELECT live_rows, dead_rows FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
 SELECT id, v FROM wp WHERE id IN (1, 10) ORDER BY id;
+-- an index fetch that walks a chain of 8 or more versions prunes that chain, also under one
+-- exclusive lock (before: one BLOCK record for the redirect and one per freed version). Seven
+-- updates of row 1 through the index: the seventh one's fetch walked 7 versions, the SELECT's 8.
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT 'UPDATE wp SET v = v + 1 WHERE id = 1' FROM generate_series(1, 7) \gexec
+SELECT pg_current_wal_insert_lsn() AS a \gset
+BEGIN;
+SELECT txid_current() > 0 AS has_xid;
+SELECT v FROM wp WHERE id = 1;
+COMMIT;
+:walrecs;
+SELECT live_rows, dead_rows FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
 RESET scoot.custom_scan;
 DROP TABLE wp;
 

@@ -342,42 +342,67 @@ pub fn prune_block(t: TableRef, b: u32, classify: &dyn Fn(&RowHdr) -> Prune) {
     if let Some(l) = storage::lock(t, b, true) {
         let mut members: Vec<u32> = Vec::new();
         for rs in 0..l.hwm() {
-            let h = l.row(rs);
-            let start = match h.state() {
-                ST_REDIRECT => match redirect_target(h) {
-                    Some((tb, ts)) if tb == b => ts,
-                    Some(_) => {
-                        spill.push(rs);
-                        continue;
-                    }
-                    None => continue,
-                },
-                ST_NORMAL if !h.has_flag(F_HEAP_ONLY) => rs,
-                _ => continue,
-            };
-            match local_chain(&l, rs, start, classify, &mut members) {
-                LocalChain::Keep => {}
-                LocalChain::Spill => spill.push(rs),
-                LocalChain::Remove { last_dead, keep } => {
-                    match keep {
-                        Some(k) => {
-                            let tid = crate::storage::tid_of(b, k);
-                            storage::make_redirect(&l, rs, (ffi::tid_page(&tid), tid.ip_posid));
-                        }
-                        None => storage::make_dead(&l, rs),
-                    }
-                    for &s in &members[..=last_dead] {
-                        if s != rs {
-                            storage::free_slot(&l, s);
-                        }
-                    }
-                }
+            if !prune_root_locked(&l, rs, classify, &mut members) {
+                spill.push(rs);
             }
         }
     }
     for rs in spill {
         prune_chain(t, b, rs, classify);
     }
+}
+
+/// Prunes the one chain rooted at (rb, rs) under one exclusive lock of its block (one WAL
+/// record) when all its members lie in that block, else with [`prune_chain`].
+pub fn prune_root(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> Prune) {
+    let local = match storage::lock(t, rb, true) {
+        Some(l) => !storage::slot_in_range(&l, rs) || prune_root_locked(&l, rs, classify, &mut Vec::new()),
+        None => true,
+    };
+    if !local {
+        prune_chain(t, rb, rs, classify);
+    }
+}
+
+/// Prunes the chain rooted at slot `rs` of the exclusively locked block `l` if it is one (a
+/// redirect or a normal version that is not heap-only). False: a member lies in another block
+/// (nothing was changed; the caller prunes it with [`prune_chain`]).
+fn prune_root_locked(
+    l: &Locked,
+    rs: u32,
+    classify: &dyn Fn(&RowHdr) -> Prune,
+    members: &mut Vec<u32>,
+) -> bool {
+    let b = l.lb;
+    let h = l.row(rs);
+    let start = match h.state() {
+        ST_REDIRECT => match redirect_target(h) {
+            Some((tb, ts)) if tb == b => ts,
+            Some(_) => return false,
+            None => return true,
+        },
+        ST_NORMAL if !h.has_flag(F_HEAP_ONLY) => rs,
+        _ => return true,
+    };
+    match local_chain(l, rs, start, classify, members) {
+        LocalChain::Keep => {}
+        LocalChain::Spill => return false,
+        LocalChain::Remove { last_dead, keep } => {
+            match keep {
+                Some(k) => {
+                    let tid = crate::storage::tid_of(b, k);
+                    storage::make_redirect(l, rs, (ffi::tid_page(&tid), tid.ip_posid));
+                }
+                None => storage::make_dead(l, rs),
+            }
+            for &s in &members[..=last_dead] {
+                if s != rs {
+                    storage::free_slot(l, s);
+                }
+            }
+        }
+    }
+    true
 }
 
 /// Opportunistic classification with the GlobalVis test (and scoot's own horizon, which skips
@@ -620,7 +645,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
                 && tabledir::arena_block(t, rb)
                     .is_some_and(|ab| storage::nearly_full(crate::storage::arena::block_desc(ab))));
         if may_prune() && mvcc_snap && prune {
-            prune_chain(t, rb, rs, &|h| classify_globalvis(h, vistest));
+            prune_root(t, rb, rs, &|h| classify_globalvis(h, vistest));
         }
         if found.is_none() {
             ffi::exec_clear_tuple(slot);
@@ -823,7 +848,7 @@ pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
     let hwm = d.hwm.load(std::sync::atomic::Ordering::Relaxed);
     // like heap_page_prune_opt: prune a block that is running out of room; otherwise only
     // when a good part of it is superseded versions
-    if obsolete == 0 || (!storage::nearly_full(d) && obsolete < 64.max(hwm / 4)) {
+    if obsolete == 0 || (!storage::nearly_full(d) && obsolete < 16.max(hwm / 4)) {
         return;
     }
     d.obsolete.store(0, std::sync::atomic::Ordering::Relaxed);
