@@ -15,6 +15,11 @@ INSERT INTO wt SELECT i, i, 'p' || i FROM generate_series(1, 100) i;
 -- the pg_scoot records a statement wrote: its start LSN, the statement (committed, so its WAL
 -- is flushed and readable), then pg_get_wal_records_info from there
 \set walrecs 'SELECT record_type, count(*) AS n, max(record_length) < 400 AS small FROM pg_get_wal_records_info(:''a'', pg_current_wal_flush_lsn()) WHERE resource_manager = ''pg_scoot'' GROUP BY 1 ORDER BY 1'
+-- pruning needs the superseded versions to be dead to every transaction: wait (at most 10 s)
+-- until no other backend holds back the xmin horizon (autovacuum may, for a moment)
+\set horizon_free 'DO $$ BEGIN FOR i IN 1..200 LOOP PERFORM pg_stat_clear_snapshot(); EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()); PERFORM pg_sleep(0.05); END LOOP; END $$'
+-- at most one record of each type, and at least one BLOCK record
+\set onerec 'SELECT count(*) FILTER (WHERE record_type = ''BLOCK'') = 1 AS one_block, count(*) FILTER (WHERE record_type = ''CONFLICT'') <= 1 AS one_conflict, count(*) FILTER (WHERE record_type NOT IN (''BLOCK'', ''CONFLICT'')) = 0 AS nothing_else FROM pg_get_wal_records_info(:''a'', pg_current_wal_flush_lsn()) WHERE resource_manager = ''pg_scoot'''
 
 -- a HOT update within one block: one BLOCK record
 SELECT pg_current_wal_insert_lsn() AS a \gset
@@ -53,25 +58,26 @@ ROLLBACK;
 SELECT count(*), sum(v), sum(length(pad)) FROM wt;
 SELECT id, v, length(pad) FROM wt WHERE id IN (7, 9, 11, 12, 30, 40, 1007, 2000) ORDER BY id;
 
--- opportunistic pruning (a scan entering a block with at least 16 superseded versions) removes
+-- opportunistic pruning (a scan entering a block with at least 64 superseded versions) removes
 -- the dead versions of every chain of the block under one exclusive lock: one CONFLICT and one
 -- BLOCK record for the block (each chain's redirect and each freed version wrote its own pair
--- before: ten chains and twenty freed versions here). Two updates of every row: the
--- second one's scan saw 10 superseded versions (no pruning yet), the SELECT sees 20.
+-- before: ten chains and seventy freed versions here). Seven updates of every row: the
+-- seventh one's scan saw 60 superseded versions (no pruning yet), the SELECT sees 70.
 CREATE TABLE wp (id int PRIMARY KEY, v int) USING scoot WITH (autovacuum_enabled = off);
 INSERT INTO wp SELECT i, 0 FROM generate_series(1, 10) i;
-SELECT 'UPDATE wp SET v = v + 1' FROM generate_series(1, 2) \gexec
+SELECT 'UPDATE wp SET v = v + 1' FROM generate_series(1, 7) \gexec
 SET scoot.custom_scan = off;
 SELECT live_rows, dead_rows FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
+:horizon_free;
 SELECT pg_current_wal_insert_lsn() AS a \gset
 -- (in a transaction with an xid, whose commit flushes the WAL for pg_walinspect to read it)
 BEGIN;
 SELECT txid_current() > 0 AS has_xid;
 SELECT count(*), sum(v) FROM wp;
 COMMIT;
-:walrecs;
--- the block holds the ten live versions only
-SELECT live_rows, dead_rows FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
+:onerec;
+-- the superseded versions are gone (all of them unless a backend held the horizon back)
+SELECT live_rows, dead_rows < 70 AS pruned FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
 SELECT id, v FROM wp WHERE id IN (1, 10) ORDER BY id;
 -- an index fetch that walks a chain of 8 or more versions prunes that chain, also under one
 -- exclusive lock (before: one BLOCK record for the redirect and one per freed version). Seven
@@ -79,13 +85,15 @@ SELECT id, v FROM wp WHERE id IN (1, 10) ORDER BY id;
 SET enable_seqscan = off;
 SET enable_bitmapscan = off;
 SELECT 'UPDATE wp SET v = v + 1 WHERE id = 1' FROM generate_series(1, 7) \gexec
+SELECT dead_rows AS dead_before FROM scoot.arena_tables WHERE relation = 'wp'::regclass \gset
+:horizon_free;
 SELECT pg_current_wal_insert_lsn() AS a \gset
 BEGIN;
 SELECT txid_current() > 0 AS has_xid;
 SELECT v FROM wp WHERE id = 1;
 COMMIT;
-:walrecs;
-SELECT live_rows, dead_rows FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
+:onerec;
+SELECT live_rows, dead_rows < :dead_before AS pruned FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 RESET scoot.custom_scan;

@@ -848,7 +848,7 @@ pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
     let hwm = d.hwm.load(std::sync::atomic::Ordering::Relaxed);
     // like heap_page_prune_opt: prune a block that is running out of room; otherwise only
     // when a good part of it is superseded versions
-    if obsolete == 0 || (!storage::nearly_full(d) && obsolete < 16.max(hwm / 4)) {
+    if obsolete == 0 || (!storage::nearly_full(d) && obsolete < 64.max(hwm / 4)) {
         return;
     }
     d.obsolete.store(0, std::sync::atomic::Ordering::Relaxed);
