@@ -133,6 +133,63 @@ pub enum Prune {
     Keep,
 }
 
+/// The removable prefix of a chain, as a walk classifies its members one by one (shared by
+/// [`prune_chain`] and the block pruning's `local_chain`).
+#[derive(Default)]
+struct DeadPrefix {
+    /// index of the newest DEAD member walked
+    last: Option<usize>,
+    /// the xid that deleted it (0: its inserter aborted)
+    last_x: u32,
+}
+
+impl DeadPrefix {
+    /// Classifies member number `i` of the walk; true: a Keep member (the walk stops before it).
+    fn see(&mut self, i: usize, h: &RowHdr, classify: &dyn Fn(&RowHdr) -> Prune) -> bool {
+        match classify(h) {
+            Prune::Keep => return true,
+            Prune::Dead => {
+                self.last = Some(i);
+                self.last_x = match mvcc::htsv_horizon(h) {
+                    (mvcc::Htsv::RecentlyDead, x) => x,
+                    _ => 0,
+                };
+            }
+            Prune::Recent => {}
+        }
+        false
+    }
+
+    /// After walking `n` members (`stopped`: at a Keep member, `ended`: to the chain's end): the
+    /// members to remove, `..=last_dead`, and the one the root must then lead to (an index below
+    /// `n`, or `n` for the Keep member the walk stopped at; None: the whole chain is dead).
+    /// None: nothing to remove, or the walk broke off (a concurrent change): leave it alone.
+    fn plan(&self, n: usize, stopped: bool, ended: bool) -> Option<(usize, Option<usize>)> {
+        let mut ld = self.last?;
+        // the first member after the removable part: a Recent member, or the Keep member
+        let mut keep = if ld + 1 < n {
+            Some(ld + 1)
+        } else {
+            stopped.then_some(n)
+        };
+        let mut whole_chain_dead = keep.is_none() && ended && ld + 1 == n;
+        if whole_chain_dead && !horizon::image_allows(self.last_x) {
+            // a live snapshot image may still see the row through the index: keep the chain's
+            // newest member (and the index entries leading to it), free the older ones
+            if ld == 0 {
+                return None;
+            }
+            keep = Some(ld);
+            ld -= 1;
+            whole_chain_dead = false;
+        }
+        if keep.is_none() && !whole_chain_dead {
+            return None;
+        }
+        Some((ld, keep))
+    }
+}
+
 /// Removes the dead part of the chain rooted at (rb, rs): every member up to the last DEAD one
 /// (members before a dead version are older, hence dead as well). `classify` uses a fixed
 /// horizon for VACUUM and the GlobalVis test for opportunistic pruning. Returns true if the
@@ -158,21 +215,11 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         }
     }
     let mut members: Vec<(u32, u32, u32)> = Vec::new();
-    let mut latest_dead: Option<usize> = None;
+    let mut dead = DeadPrefix::default();
     let mut ended = false;
-    // the xid that deleted the newest removable member (0: its inserter aborted)
-    let mut latest_dead_x = 0u32;
     let stop = walk_chain(t, rb, rs, |l, s, h| {
-        match classify(h) {
-            Prune::Keep => return true,
-            Prune::Dead => {
-                latest_dead = Some(members.len());
-                latest_dead_x = match mvcc::htsv_horizon(h) {
-                    (mvcc::Htsv::RecentlyDead, x) => x,
-                    _ => 0,
-                };
-            }
-            Prune::Recent => {}
+        if dead.see(members.len(), h, classify) {
+            return true;
         }
         members.push((l.lb, s, h.xmin));
         if hot_next(h).is_none() {
@@ -180,25 +227,14 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         }
         false
     });
-    let Some(mut ld) = latest_dead else {
+    let Some((ld, keep)) = dead.plan(members.len(), stop.is_some(), ended) else {
         return false;
     };
-    // the first member after the removable part: a Recent member, or the Keep member we stopped at
-    let mut keep_target = members.get(ld + 1).map(|&(b, s, _)| (b, s)).or(stop);
-    let mut whole_chain_dead = keep_target.is_none() && ended && ld + 1 == members.len();
-    if whole_chain_dead && !horizon::image_allows(latest_dead_x) {
-        // a live snapshot image may still see the row through the index: keep the chain's
-        // newest member (and the index entries leading to it), free the older ones
-        if ld == 0 {
-            return false;
-        }
-        keep_target = Some((members[ld].0, members[ld].1));
-        ld -= 1;
-        whole_chain_dead = false;
-    }
-    if keep_target.is_none() && !whole_chain_dead {
-        return false; // the walk broke off (concurrent change): leave the chain alone
-    }
+    let keep_target = keep.map(|k| match members.get(k) {
+        Some(&(b, s, _)) => (b, s),
+        None => stop.expect("the Keep member the walk stopped at"),
+    });
+    let whole_chain_dead = keep_target.is_none();
     // phase 2: redirect (or kill) the root under its exclusive lock, verifying nothing changed
     {
         let Some(root) = storage::lock(t, rb, true) else {
@@ -264,8 +300,7 @@ fn local_chain(
 ) -> LocalChain {
     members.clear();
     let hwm = l.hwm();
-    let mut latest_dead: Option<usize> = None;
-    let mut latest_dead_x = 0u32;
+    let mut dead = DeadPrefix::default();
     let mut ended = false;
     let mut stop: Option<u32> = None;
     let (mut cs, mut prior): (u32, Option<u32>) = (start, None);
@@ -283,19 +318,9 @@ fn local_chain(
             break;
         }
         first = false;
-        match classify(h) {
-            Prune::Keep => {
-                stop = Some(cs);
-                break;
-            }
-            Prune::Dead => {
-                latest_dead = Some(members.len());
-                latest_dead_x = match mvcc::htsv_horizon(h) {
-                    (mvcc::Htsv::RecentlyDead, x) => x,
-                    _ => 0,
-                };
-            }
-            Prune::Recent => {}
+        if dead.see(members.len(), h, classify) {
+            stop = Some(cs);
+            break;
         }
         members.push(cs);
         match hot_next(h) {
@@ -312,24 +337,13 @@ fn local_chain(
             }
         }
     }
-    let Some(mut ld) = latest_dead else {
+    let Some((last_dead, keep)) = dead.plan(members.len(), stop.is_some(), ended) else {
         return LocalChain::Keep;
     };
-    let mut keep = members.get(ld + 1).copied().or(stop);
-    let mut whole_chain_dead = keep.is_none() && ended && ld + 1 == members.len();
-    if whole_chain_dead && !horizon::image_allows(latest_dead_x) {
-        // a live snapshot image may still see the row through the index (see prune_chain)
-        if ld == 0 {
-            return LocalChain::Keep;
-        }
-        keep = Some(members[ld]);
-        ld -= 1;
-        whole_chain_dead = false;
-    }
+    let keep = keep.map(|k| members.get(k).copied().or(stop).expect("the Keep member"));
     match keep {
-        None if !whole_chain_dead => LocalChain::Keep,
         Some(k) if k == rs => LocalChain::Keep,
-        _ => LocalChain::Remove { last_dead: ld, keep },
+        _ => LocalChain::Remove { last_dead, keep },
     }
 }
 
@@ -356,7 +370,9 @@ pub fn prune_block(t: TableRef, b: u32, classify: &dyn Fn(&RowHdr) -> Prune) {
 /// record) when all its members lie in that block, else with [`prune_chain`].
 pub fn prune_root(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> Prune) {
     let local = match storage::lock(t, rb, true) {
-        Some(l) => !storage::slot_in_range(&l, rs) || prune_root_locked(&l, rs, classify, &mut Vec::new()),
+        Some(l) => {
+            !storage::slot_in_range(&l, rs) || prune_root_locked(&l, rs, classify, &mut Vec::new())
+        }
         None => true,
     };
     if !local {
