@@ -118,7 +118,12 @@ pub fn stash(t: TableRef, lb: u32, b: u32, ranges: Vec<(u32, u32)>) {
 
 /// The blocks with kept changes: (table, local block, arena block).
 pub fn stashed() -> Vec<(TableRef, u32, u32)> {
-    unsafe { (*(&raw const STASH)).iter().map(|e| (e.0, e.1, e.2)).collect() }
+    unsafe {
+        (*(&raw const STASH))
+            .iter()
+            .map(|e| (e.0, e.1, e.2))
+            .collect()
+    }
 }
 
 /// Forgets the kept changes of arena block `b` (the block is gone).
