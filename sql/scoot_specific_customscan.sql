@@ -308,6 +308,134 @@ BEGIN;
 SELECT cs_check(200, 0.17);
 COMMIT;
 
+-- Runtime filters: "column op Param" (a correlated subquery's outer value, an initplan's
+-- result, a generic plan's parameter) is a block filter whose value the scan takes at every
+-- (re)scan, encoded like a constant; the clause stays in the Filter line too.
+EXPLAIN (COSTS OFF) SELECT g, (SELECT count(*) FROM cs_s WHERE a = g AND d > '2020-03-01') FROM generate_series(1, 3) g;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM cs_s WHERE n > (SELECT 10.5) AND c = (SELECT 'AB'::bpchar);
+PREPARE cs_rt(int8, text) AS SELECT count(*) FROM cs_s WHERE b < $1 AND $2 = t;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE cs_rt(5000, 'tt5');
+EXECUTE cs_rt(5000, 'tt5');
+EXECUTE cs_rt(NULL, 'tt5');
+RESET plan_cache_mode;
+DEALLOCATE cs_rt;
+-- a value the column's encoding cannot hold exactly (more decimals than numeric(12,2)) or NULL:
+-- no block filter, the qual alone decides
+SELECT x, (SELECT count(*) FROM cs_s WHERE n = x), (SELECT count(*) FROM cs_h WHERE n = x)
+  FROM unnest('{1.5,1.505,NULL,NaN,-49.69}'::numeric[]) x;
+-- blocks skipped by zone maps once the value is known
+SET enable_indexscan = off; SET enable_indexonlyscan = off; SET enable_bitmapscan = off;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM cs_s WHERE id > (SELECT 29990);
+SELECT count(*) FROM cs_s WHERE id > (SELECT 29990);
+RESET enable_indexscan; RESET enable_indexonlyscan; RESET enable_bitmapscan;
+
+-- the answers: random columns, operators, parameter types and values (NULLs, infinities, NaN,
+-- out-of-range integers, values finer than the column's scale), as correlated subqueries
+-- (rescanned once per value), initplans and generic plans; scoot vs heap vs plain scans
+CREATE FUNCTION rt_check(n int, seed float8) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  -- column, parameter type, values (an array literal of that type)
+  cases text[] := ARRAY[
+    'a|int|{NULL,-500,0,7,250,499,2147483647}', 'a|int8|{NULL,-500,3000000000,-3000000000,42}',
+    'a|int2|{NULL,-3,100,32767}', 'b|int8|{NULL,0,50000,99990,9223372036854775807}',
+    'b|int|{NULL,0,50000,-1}', 'n|numeric|{NULL,0,12.5,-49.69,1.005,NaN,150.00,Infinity}',
+    'w|numeric|{NULL,0,1000.5,70000.142857,NaN,0.0000001}', 'c|bpchar|{NULL,AB,"BA ",C,ZZ}',
+    'c|text|{NULL,AB,BA,""}', 'v|text|{NULL,v1,v10,v49,""}', 'v|varchar|{NULL,v1,v7}',
+    't|text|{NULL,tt5,t7,"",x,ttttt12}', 'd|date|{NULL,2020-01-05,2021-03-01,infinity,-infinity}',
+    'd|timestamp|{NULL,"2020-01-05 00:00","2020-06-01 12:00",infinity}',
+    'ts|timestamp|{NULL,"2020-01-01 00:17",2020-02-01,infinity,-infinity}',
+    'ts|timestamptz|{NULL,"2020-02-01 00:00+00"}',
+    'f|float8|{NULL,0,-0,62.5,NaN,Infinity,-Infinity,100}', 'f|float4|{NULL,0.5,62.5,NaN}',
+    'id|int|{1,15000,30000,NULL}', 'ok|bool|{true,false,NULL}'];
+  ops text[] := ARRAY['=', '<', '<=', '>', '>=', '<>'];
+  extras text[] := ARRAY['', '', ' AND a > 0', ' AND d IS NOT NULL', ' AND t LIKE ''tt%'''];
+  cs text[]; col text; typ text; vals text; op text; cmp text; extra text; kind int; v text;
+  i int; q_s text; q_h text; r_s text; r_h text; r_off text; checked int := 0; plans int := 0; p text;
+  live text[];
+BEGIN
+  PERFORM setseed(seed);
+  -- columns dropped meanwhile are left out
+  SELECT array_agg(attname::text ORDER BY attnum) INTO live FROM pg_attribute
+   WHERE attrelid = 'cs_s'::regclass AND attnum > 0 AND NOT attisdropped;
+  cases := ARRAY(SELECT x FROM unnest(cases) x WHERE split_part(x, '|', 1) = ANY (live));
+  FOR i IN 1..n LOOP
+    cs := string_to_array(cases[1 + floor(random() * array_length(cases, 1))::int], '|');
+    col := cs[1]; typ := cs[2]; vals := cs[3];
+    op := ops[1 + floor(random() * array_length(ops, 1))::int];
+    IF typ = 'bool' THEN op := '='; END IF;
+    extra := extras[1 + floor(random() * array_length(extras, 1))::int];
+    kind := floor(random() * 3)::int;
+    IF kind = 0 THEN
+      -- correlated: one rescan per value
+      cmp := CASE WHEN random() < 0.5 THEN format('%s %s g.x', col, op) ELSE format('g.x %s %s', op, col) END;
+      q_s := format('SELECT g.o, (SELECT count(*) || '':'' || coalesce(sum(id), 0) || '':'' || coalesce(max(t), ''-'') FROM cs_s WHERE %s%s) '
+                    'FROM unnest(%L::%s[]) WITH ORDINALITY g(x, o)', cmp, extra, vals, typ);
+    ELSE
+      v := (SELECT x FROM unnest(vals::text[]) x ORDER BY random() LIMIT 1);
+      IF kind = 1 THEN
+        cmp := format('%s %s (SELECT %L::%s)', col, op, v, typ);
+      ELSE
+        cmp := format('%s %s $1', col, op);
+      END IF;
+      q_s := format('SELECT count(*) || '':'' || coalesce(sum(id), 0) || '':'' || coalesce(max(t), ''-'') FROM cs_s WHERE %s%s', cmp, extra);
+    END IF;
+    q_h := replace(q_s, 'cs_s', 'cs_h');
+    IF kind = 2 THEN
+      SET LOCAL plan_cache_mode = force_generic_plan;
+      EXECUTE format('PREPARE rt_s(%s) AS %s', typ, q_s);
+      EXECUTE format('PREPARE rt_h(%s) AS %s', typ, q_h);
+      EXECUTE format('EXECUTE rt_s(%L)', v) INTO r_s;
+      EXECUTE format('EXECUTE rt_h(%L)', v) INTO r_h;
+      FOR p IN EXECUTE format('EXPLAIN (COSTS OFF) EXECUTE rt_s(%L)', v) LOOP
+        IF p LIKE '%Runtime Filter%' THEN plans := plans + 1; END IF;
+      END LOOP;
+      SET LOCAL scoot.custom_scan = off;
+      DEALLOCATE rt_s;
+      EXECUTE format('PREPARE rt_s(%s) AS %s', typ, q_s);
+      EXECUTE format('EXECUTE rt_s(%L)', v) INTO r_off;
+      SET LOCAL scoot.custom_scan = on;
+      DEALLOCATE rt_s;
+      DEALLOCATE rt_h;
+      SET LOCAL plan_cache_mode = auto;
+      q_s := q_s || ' -- $1 = ' || coalesce(v, 'NULL');
+    ELSE
+      EXECUTE format('SELECT md5(coalesce(string_agg(x::text, ''|'' ORDER BY x::text), '''')) || count(*) FROM (%s) x', q_s) INTO r_s;
+      EXECUTE format('SELECT md5(coalesce(string_agg(x::text, ''|'' ORDER BY x::text), '''')) || count(*) FROM (%s) x', q_h) INTO r_h;
+      FOR p IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q_s LOOP
+        IF p LIKE '%Runtime Filter%' THEN plans := plans + 1; END IF;
+      END LOOP;
+      SET LOCAL scoot.custom_scan = off;
+      EXECUTE format('SELECT md5(coalesce(string_agg(x::text, ''|'' ORDER BY x::text), '''')) || count(*) FROM (%s) x', q_s) INTO r_off;
+      SET LOCAL scoot.custom_scan = on;
+    END IF;
+    IF r_s IS DISTINCT FROM r_h OR r_s IS DISTINCT FROM r_off THEN
+      RAISE EXCEPTION 'query % differs: scoot % heap % plain %', q_s, r_s, r_h, r_off;
+    END IF;
+    checked := checked + 1;
+  END LOOP;
+  RETURN format('%s queries agree (%s planned with a runtime filter)', checked,
+                CASE WHEN plans >= checked * 3 / 4 THEN 'most' ELSE 'FEW: ' || plans END);
+END $$;
+BEGIN;
+SELECT rt_check(400, 0.31);
+COMMIT;
+-- on an OLAP snapshot image
+SET scoot.olap = on;
+SELECT g, (SELECT count(*) FROM cs_s WHERE a = g AND d > '2020-03-01'),
+          (SELECT count(*) FROM cs_h WHERE a = g AND d > '2020-03-01') FROM generate_series(-3, 3) g;
+CREATE FUNCTION rt_plan(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE l text;
+BEGIN
+  FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    RETURN NEXT regexp_replace(l, 'Scoot Snapshot: \d+ \(\w+, age [0-9.]+ ms\)', 'Scoot Snapshot: N');
+  END LOOP;
+END $$;
+SELECT rt_plan('SELECT g, (SELECT count(*) FROM cs_s WHERE a = g) FROM generate_series(-3, 3) g');
+RESET scoot.olap;
+DROP FUNCTION rt_check;
+DROP FUNCTION rt_plan;
+
 DROP FUNCTION cs_check;
 DROP TABLE cs_s, cs_h;
 

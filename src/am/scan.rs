@@ -812,6 +812,14 @@ pub fn add_filter(scan: pg_sys::TableScanDesc, f: BlockFilter) {
     state(scan).filters.push(f);
 }
 
+/// Removes a ScootScan's block filters (before its rescan adds them again with new runtime
+/// values); the filter order learnt so far stays while the count does.
+pub fn clear_filters(scan: pg_sys::TableScanDesc) {
+    let st = state(scan);
+    st.filters.clear();
+    st.filters_incomplete = false;
+}
+
 /// Blocks the scan skipped by their zone maps so far.
 pub fn zone_skipped(scan: pg_sys::TableScanDesc) -> u64 {
     state(scan).zone_skipped

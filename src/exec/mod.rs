@@ -108,6 +108,13 @@ pub unsafe extern "C" fn scoot_scan_set_filter(
     }
 }
 
+/// Drops a ScootScan's block filters (a rescan then hands it the runtime filters' new values
+/// with the planned ones: `set_filters` in customscan.c).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_scan_clear_filters(scan: pg_sys::TableScanDesc) {
+    am::scan::clear_filters(scan);
+}
+
 /// A ScootScan copies only the first `ncols` columns on entering a block (the others when a row
 /// asks for them): those its target list and remaining qual read, fewer than the columns its
 /// block filters read too.
