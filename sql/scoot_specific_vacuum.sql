@@ -37,12 +37,14 @@ SELECT count(*) AS rounds FROM arena_usage;
 SELECT (SELECT array_agg(x::text ORDER BY id) FROM arena_s x)
      = (SELECT array_agg(x::text ORDER BY id) FROM arena_h x) AS contents_same_as_heap;
 SELECT n, count(*) FROM arena_s GROUP BY n ORDER BY n;
--- bounded growth: after the first few rounds the usage must level off
-SELECT (SELECT tbl FROM arena_usage WHERE round = 12) <= 1.5 * (SELECT tbl FROM arena_usage WHERE round = 3) + 16
+-- bounded growth: after the first few rounds the usage must level off (compared with the
+-- largest of the first four rounds: VACUUM returns the last block to the arena in some rounds
+-- and not in others)
+SELECT (SELECT tbl FROM arena_usage WHERE round = 12) <= 1.5 * (SELECT max(tbl) FROM arena_usage WHERE round <= 4) + 16
          AS table_usage_bounded,
-       (SELECT total FROM arena_usage WHERE round = 12) <= 1.5 * (SELECT total FROM arena_usage WHERE round = 3) + 16
+       (SELECT total FROM arena_usage WHERE round = 12) <= 1.5 * (SELECT max(total) FROM arena_usage WHERE round <= 4) + 16
          AS arena_usage_bounded,
-       (SELECT relsize FROM arena_usage WHERE round = 12) <= 1.5 * (SELECT relsize FROM arena_usage WHERE round = 3) + 65536
+       (SELECT relsize FROM arena_usage WHERE round = 12) <= 1.5 * (SELECT max(relsize) FROM arena_usage WHERE round <= 4) + 65536
          AS relation_size_bounded;
 
 -- space of a dropped / truncated table goes back to the arena

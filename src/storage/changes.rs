@@ -37,6 +37,10 @@ pub static mut LOG_FREE_ALL: Option<fn(TableRef)> = None;
 pub static mut LOG_REKEY: Option<
     fn(&crate::storage::tabledir::RelKey, &crate::storage::tabledir::RelKey),
 > = None;
+/// Set by `wal`: the variable-length area of a block was compacted (`modify::take_slot`): redo
+/// repeats the compaction instead of reading every moved byte from the WAL. Arguments: table,
+/// local block, the high-water mark the compaction used.
+pub static mut LOG_COMPACT: Option<fn(TableRef, u32, u32)> = None;
 /// Set by `wal`: is the developer self check on?
 pub static mut CHECK: Option<fn() -> bool> = None;
 
@@ -209,6 +213,44 @@ pub fn end(b: u32) -> (Vec<(u32, u32)>, Vec<(u32, u32)>) {
         }
         (ranges, missed)
     }
+}
+
+/// Takes the ranges collected so far for arena block `b` (sorted and merged) and goes on
+/// collecting from nothing: the caller logs them now, before a change that is logged as an
+/// operation rather than as bytes (see [`LOG_COMPACT`]).
+pub fn cut(b: u32) -> Vec<(u32, u32)> {
+    unsafe {
+        let active = &mut *(&raw mut ACTIVE);
+        match active.iter_mut().rposition(|c| c.block == b) {
+            Some(i) => merge(std::mem::take(&mut active[i].ranges)),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Runs `f` with every announced write left out of the captures (the writes of a change that
+/// is logged as an operation); `cow` still preserves the pre-images for snapshots. With the
+/// self check, the block's reference copy is taken again afterwards: what `f` changed is
+/// accounted for by the operation's record.
+pub fn unnoted<R>(b: u32, f: impl FnOnce() -> R) -> R {
+    let n = unsafe { std::mem::replace(&mut *(&raw mut NACTIVE), 0) };
+    let r = f();
+    unsafe {
+        NACTIVE = n;
+        let active = &mut *(&raw mut ACTIVE);
+        if let Some(c) = active.iter_mut().rev().find(|c| c.block == b) {
+            if let Some(before) = c.before.as_mut() {
+                let now = std::slice::from_raw_parts(arena::block_ptr(b), arena::block_size());
+                before.copy_from_slice(now);
+            }
+        }
+    }
+    r
+}
+
+/// Is the developer self check on?
+pub fn checking() -> bool {
+    unsafe { CHECK.map(|f| f()).unwrap_or(false) }
 }
 
 /// Forgets every capture (error recovery: the locks are being released by the abort).

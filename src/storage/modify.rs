@@ -252,9 +252,24 @@ fn has_room(d: &BlockDesc, sig: u64, var_need: u32) -> bool {
     if !slot_free {
         return false;
     }
-    let room = d.var_low.load(Ordering::Relaxed) - d.fixed_end.load(Ordering::Relaxed);
-    room >= var_need || room + d.var_dead.load(Ordering::Relaxed) >= var_need
+    let fixed_end = d.fixed_end.load(Ordering::Relaxed);
+    let room = d.var_low.load(Ordering::Relaxed) - fixed_end;
+    if room >= var_need {
+        return true;
+    }
+    // a compaction moves every live value of the block (up to the whole block): it must free
+    // more than this one row needs, or a full block of wide rows whose updates each free one
+    // old version would be compacted again for every update (go-tpc's customer table: 130 kB
+    // of WAL per UPDATE before the compaction was logged as an operation, and still a
+    // 700 kB move each time). Until then the row goes to another block, as heap puts an
+    // update that does not fit its page on another page.
+    let dead = d.var_dead.load(Ordering::Relaxed);
+    let min_gain = (arena::block_size() as u32 - fixed_end) / COMPACT_MIN_GAIN_DIV;
+    room + dead >= var_need && dead >= var_need.max(min_gain)
 }
+
+/// A compaction of a block's variable-length area must free at least 1/16 of that area.
+const COMPACT_MIN_GAIN_DIV: u32 = 16;
 
 /// Is the block close to full (slots or variable-length space)? Pruning then pays off, as heap
 /// prunes a page whose free space fell below 10%.
@@ -272,21 +287,7 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
     let d = l.desc;
     let room = d.var_low.load(Ordering::Relaxed) - d.fixed_end.load(Ordering::Relaxed);
     if room < var_need {
-        let hwm = l.hwm();
-        let low = d.var_low.load(Ordering::Relaxed) as usize;
-        // compaction moves values and rewrites their (offset, length) entries
-        for i in 0..l.blk.natts() {
-            let c = *l.blk.col(i);
-            if c.kind == KIND_VAR || c.kind == KIND_CSTRING {
-                cow::before_write(l.blk.value_ptr(&c, 0), hwm as usize * c.width as usize);
-            }
-        }
-        cow::before_write(unsafe { l.blk.base.add(low) }, arena::block_size() - low);
-        let low = l.blk.compact_var(hwm, arena::block_size() as u32, |s| {
-            l.row(s).state() == ST_NORMAL
-        });
-        d.var_low.store(low, Ordering::Relaxed);
-        d.var_dead.store(0, Ordering::Relaxed);
+        compact_var(t, l);
     }
     let reuse = if d.nfree.load(Ordering::Relaxed) > 0 {
         let found = l
@@ -317,6 +318,78 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
         }
         s
     }
+}
+
+/// Compacts the variable-length area of a locked block (moves the live rows' values to the
+/// block's end, closing the gaps of freed ones). For a WAL-logged table the changes so far are
+/// logged first and the compaction itself as an operation (`changes::LOG_COMPACT`), which redo
+/// repeats on the same bytes (`compact_redo`): heap logs its page defragmentation the same way
+/// (a prune record, not the moved tuples). Up to a whole block's bytes move; their record is a
+/// few dozen bytes.
+fn compact_var(t: TableRef, l: &Locked) {
+    let d = l.desc;
+    let hwm = l.hwm();
+    let logged = l.cap.is_some() && unsafe { (*(&raw const changes::LOG_COMPACT)).is_some() };
+    if logged {
+        let ranges = changes::cut(l.ab);
+        if !ranges.is_empty() {
+            if let Some(f) = unsafe { changes::LOG_BLOCK } {
+                f(t, l.lb, l.ab, &ranges, changes::take_conflict());
+            }
+        }
+    }
+    // with the self check: redo's compaction of the bytes as they are now must give exactly
+    // what this one gives
+    let reference = (logged && changes::checking()).then(|| {
+        let mut copy = unsafe {
+            std::slice::from_raw_parts(l.blk.base, arena::block_size()).to_vec()
+        };
+        compact_redo(copy.as_mut_ptr(), hwm);
+        copy
+    });
+    let work = || {
+        let low = d.var_low.load(Ordering::Relaxed) as usize;
+        // compaction moves values and rewrites their (offset, length) entries
+        for i in 0..l.blk.natts() {
+            let c = *l.blk.col(i);
+            if c.kind == KIND_VAR || c.kind == KIND_CSTRING {
+                cow::before_write(l.blk.value_ptr(&c, 0), hwm as usize * c.width as usize);
+            }
+        }
+        cow::before_write(unsafe { l.blk.base.add(low) }, arena::block_size() - low);
+        compact_redo(l.blk.base, hwm)
+    };
+    let low = if logged {
+        changes::unnoted(l.ab, work)
+    } else {
+        work()
+    };
+    d.var_low.store(low, Ordering::Relaxed);
+    d.var_dead.store(0, Ordering::Relaxed);
+    if let Some(reference) = reference {
+        let now = unsafe { std::slice::from_raw_parts(l.blk.base, arena::block_size()) };
+        if reference != now {
+            pgrx::warning!(
+                "scoot.wal_check: block {} of relfilenode {}: redo of the compaction would differ",
+                l.lb,
+                t.entry().key.rel
+            );
+        }
+    }
+    if logged {
+        if let Some(f) = unsafe { changes::LOG_COMPACT } {
+            f(t, l.lb, hwm);
+        }
+    }
+}
+
+/// The compaction of the block at `base` below slot `hwm` (the live rows: state NORMAL), as
+/// [`compact_var`] does it and redo repeats it. Returns the new `var_low`.
+pub fn compact_redo(base: *mut u8, hwm: u32) -> u32 {
+    let blk = BlockRef { base };
+    blk.compact_var(hwm, arena::block_size() as u32, |s| {
+        blk.row(s).state() == ST_NORMAL
+    })
 }
 
 /// Allocates and formats a new block of `t` for `layout`.

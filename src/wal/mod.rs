@@ -53,6 +53,7 @@ pub fn install() {
         changes::LOG_FREE = Some(record::log_free);
         changes::LOG_FREE_ALL = Some(record::log_free_all);
         changes::LOG_REKEY = Some(record::log_rekey);
+        changes::LOG_COMPACT = Some(record::log_compact);
         changes::CHECK = Some(|| crate::guc::WAL_CHECK.get());
     }
 }

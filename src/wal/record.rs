@@ -38,6 +38,8 @@ pub const XLOG_SCOOT_BLOCK_V: u8 = 0x40;
 /// Before a BLOCK record that removes or freezes row versions: the newest xid involved (a hot
 /// standby cancels the queries that may still need them, like heap's latestRemovedXid).
 pub const XLOG_SCOOT_CONFLICT: u8 = 0x50;
+/// The variable-length area of a block was compacted below a high-water mark (redo repeats it).
+pub const XLOG_SCOOT_COMPACT: u8 = 0x60;
 pub const INFO_MASK: u8 = 0xF0;
 
 /// A run's length with this bit set: `len` zero bytes (no data follows).
@@ -372,6 +374,15 @@ pub fn log_block(t: TableRef, lb: u32, b: u32, ranges: &[(u32, u32)], conflict: 
     insert(XLOG_SCOOT_BLOCK_V, &p);
 }
 
+/// `changes::LOG_COMPACT`.
+pub fn log_compact(t: TableRef, lb: u32, hwm: u32) {
+    let mut e = Enc::new();
+    enc_key(&mut e, &t.entry().key);
+    e.u32(lb);
+    e.u32(hwm);
+    insert(XLOG_SCOOT_COMPACT, &e.0);
+}
+
 /// `changes::LOG_FREE`.
 pub fn log_free(t: TableRef, lb: u32) {
     insert(XLOG_SCOOT_FREE, &encode_key_lb(&t.entry().key, lb));
@@ -501,6 +512,24 @@ pub fn apply(info: u8, data: &[u8], hot: bool) -> Result<(), String> {
                 tabledir::rekey(t, &new);
             }
         }
+        XLOG_SCOOT_COMPACT => {
+            if data.len() < 24 {
+                return Err("malformed scoot COMPACT record".into());
+            }
+            let mut d = Dec::new(data);
+            let key = dec_key(&mut d);
+            let lb = d.u32();
+            let hwm = d.u32();
+            let b = tabledir::lookup(&key)
+                .and_then(|t| tabledir::arena_block(t, lb))
+                .ok_or_else(|| format!("scoot COMPACT record for a block that is not there (block {lb} of relfilenode {})", key.rel))?;
+            let desc = arena::block_desc(b);
+            let _g = hot.then(|| desc.exclusive());
+            let low = crate::storage::modify::compact_redo(arena::block_ptr(b), hwm);
+            desc.var_low.store(low, Ordering::Relaxed);
+            desc.var_dead.store(0, Ordering::Relaxed);
+            desc.mod_count.fetch_add(1, Ordering::Relaxed);
+        }
         XLOG_SCOOT_CONFLICT => {
             if data.len() < 20 {
                 return Err("malformed scoot CONFLICT record".into());
@@ -542,6 +571,7 @@ pub fn identify(info: u8) -> &'static std::ffi::CStr {
         XLOG_SCOOT_FREE_ALL => c"FREE_ALL",
         XLOG_SCOOT_REKEY => c"REKEY",
         XLOG_SCOOT_CONFLICT => c"CONFLICT",
+        XLOG_SCOOT_COMPACT => c"COMPACT",
         _ => c"UNKNOWN",
     }
 }
@@ -586,6 +616,12 @@ pub fn describe(info: u8, data: &[u8]) -> String {
             let mut d = Dec::new(data);
             let key = dec_key(&mut d);
             format!("{} latest removed xid {}", k(&key), d.u32())
+        }
+        XLOG_SCOOT_COMPACT if data.len() >= 24 => {
+            let mut d = Dec::new(data);
+            let key = dec_key(&mut d);
+            let lb = d.u32();
+            format!("{} block {} hwm {}", k(&key), lb, d.u32())
         }
         XLOG_SCOOT_REKEY => {
             let mut d = Dec::new(data);
