@@ -202,13 +202,19 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             // INDEX_CLEANUP OFF: dead roots stay until a later VACUUM removes their index entries
             dead_roots.clear();
         }
-        for &k in &dead_roots {
-            let (b, s) = ((k >> 32) as u32, k as u32);
+        // a block's dead roots under one exclusive lock (one WAL record), as heap's
+        // lazy_vacuum_heap_page frees a page's dead items (dead_roots is sorted by block)
+        for group in dead_roots.chunk_by(|a, b| a >> 32 == b >> 32) {
+            let b = (group[0] >> 32) as u32;
             if let Some(l) = storage::lock(t, b, true) {
-                if l.row(s).state() == ST_DEAD {
-                    storage::free_slot(&l, s);
+                for &k in group {
+                    let s = k as u32;
+                    if l.row(s).state() == ST_DEAD {
+                        storage::free_slot(&l, s);
+                    }
                 }
             }
+            pg_sys::vacuum_delay_point();
         }
         // pass 4: zone maps are narrowed; empty blocks go back to the arena (unless TRUNCATE false / vacuum_truncate off
         // asks to keep the table's size, as heap then keeps its empty pages)
