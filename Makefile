@@ -11,6 +11,7 @@
 #   make bench-tpch      TPC-H SF1, 22 queries, heap vs scoot -> bench/results/tpch.{md,json}
 #   make bench-ch        CH-benCHmark (go-tpc ch: TPC-C + 22 analytic queries) -> bench/results/ch.{md,json}
 #   make bench-arrow     Arrow export of TPC-H lineitem vs ADBC/ConnectorX/psycopg -> bench/results/arrow.{md,json}
+#   make bench-floor     pgbench TPC-B on heap and scoot next to the no-storage floor -> bench/results/oltp_floor.{md,tsv}
 #   make bench-durability  recovery time (image + WAL, WAL only, clean restart) and image cost -> bench/results/durability.{md,json}
 #   make setup           install the toolchain / packages (scripts/setup.sh)
 #   make cluster-start / cluster-stop   a persistent throw-away cluster in /tmp/pg_scoot_cluster
@@ -21,7 +22,7 @@ PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresq
 export PG_CONFIG
 CARGO ?= cargo
 
-.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-ch bench-arrow bench-durability setup cluster-start cluster-stop
+.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-ch bench-arrow bench-durability bench-floor setup cluster-start cluster-stop
 
 all: package
 
@@ -60,6 +61,9 @@ bench-arrow:
 
 bench-durability:
 	bash scripts/durability_bench.sh
+
+bench-floor:
+	bash scripts/oltp_floor.sh
 
 setup:
 	bash scripts/setup.sh
