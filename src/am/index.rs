@@ -46,10 +46,22 @@ pub fn walk_chain(
     t: TableRef,
     rb: u32,
     rs: u32,
-    mut f: impl FnMut(&Locked, u32, &RowHdr) -> bool,
+    f: impl FnMut(&Locked, u32, &RowHdr) -> bool,
 ) -> Option<(u32, u32)> {
     let root = storage::lock(t, rb, false)?;
-    if !storage::slot_in_range(&root, rs) {
+    walk_chain_locked(t, &root, rs, f)
+}
+
+/// [`walk_chain`] with the root's block already held (shared or exclusive) by the caller: a
+/// bitmap heap scan walks all the chains of a block under one lock.
+pub fn walk_chain_locked(
+    t: TableRef,
+    root: &Locked,
+    rs: u32,
+    mut f: impl FnMut(&Locked, u32, &RowHdr) -> bool,
+) -> Option<(u32, u32)> {
+    let rb = root.lb;
+    if !storage::slot_in_range(root, rs) {
         return None;
     }
     let rh = root.row(rs);
@@ -65,7 +77,7 @@ pub fn walk_chain(
     for _ in 0..1_000_000 {
         let other;
         let l: &Locked = if cb == rb {
-            &root
+            root
         } else {
             other = storage::lock(t, cb, false)?;
             &other
@@ -116,6 +128,29 @@ pub fn chain_visible(
     })
     .inspect(|&(b, s)| {
         if let Some(l) = storage::lock(t, b, false) {
+            predicate_lock_row(rel, b, s, l.row(s), snap);
+        }
+    })
+}
+
+/// [`chain_visible`] for a chain rooted in the block `root` the caller holds: the walk and the
+/// predicate lock of a member in that block need no lock of their own.
+pub fn chain_visible_locked(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    root: &Locked,
+    rs: u32,
+    snap: pg_sys::Snapshot,
+) -> Option<(u32, u32)> {
+    walk_chain_locked(t, root, rs, |_l, _s, h| {
+        let vis = mvcc::visible(h, snap);
+        check_conflict_out(rel, h, vis, snap);
+        vis
+    })
+    .inspect(|&(b, s)| {
+        if b == root.lb {
+            predicate_lock_row(rel, b, s, root.row(s), snap);
+        } else if let Some(l) = storage::lock(t, b, false) {
             predicate_lock_row(rel, b, s, l.row(s), snap);
         }
     })

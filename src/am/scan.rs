@@ -1214,29 +1214,32 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
             return false;
         }
         ffi::pgstat_count_pages_hit(rel, 1);
-        let mut roots: Vec<u32> = Vec::new();
+        // every chain of the page under one shared lock of its block, as heap's
+        // bitmapheap_next_block checks a page's tuples under one buffer lock (a lock per chain
+        // was most of a correlated bitmap scan's time)
+        let Some(l) = storage::lock(st.t, b, false) else {
+            return false;
+        };
         if ntuples >= 0 {
             let offs = (*tbmres).offsets.as_ptr();
             for i in 0..ntuples as usize {
-                roots.push(base + *offs.add(i) as u32 - 1);
+                let s = base + *offs.add(i) as u32 - 1;
+                if let Some(found) = super::index::chain_visible_locked(rel, st.t, &l, s, snap) {
+                    st.vis.push(found);
+                }
             }
         } else {
             // lossy page: every chain root in the page's slot range
-            if let Some(l) = storage::lock(st.t, b, false) {
-                let hi = (base + TID_OFFSETS_PER_PAGE).min(l.hwm());
-                for s in base..hi {
-                    let h = l.row(s);
-                    if (h.state() == ST_NORMAL && !h.has_flag(F_HEAP_ONLY))
-                        || h.state() == ST_REDIRECT
+            let hi = (base + TID_OFFSETS_PER_PAGE).min(l.hwm());
+            for s in base..hi {
+                let h = l.row(s);
+                if (h.state() == ST_NORMAL && !h.has_flag(F_HEAP_ONLY)) || h.state() == ST_REDIRECT
+                {
+                    if let Some(found) = super::index::chain_visible_locked(rel, st.t, &l, s, snap)
                     {
-                        roots.push(s);
+                        st.vis.push(found);
                     }
                 }
-            }
-        }
-        for s in roots {
-            if let Some(found) = super::index::chain_visible(rel, st.t, b, s, snap) {
-                st.vis.push(found);
             }
         }
         !st.vis.is_empty()
