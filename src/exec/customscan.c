@@ -980,24 +980,20 @@ scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 static bool
 runtime_filter_type(Oid t)
 {
-	switch (t)
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case DATEOID:
-		case TIMESTAMPOID:
-		case TIMESTAMPTZOID:
-		case NUMERICOID:
-		case FLOAT4OID:
-		case FLOAT8OID:
-		case TEXTOID:
-		case VARCHAROID:
-		case BPCHAROID:
-			return true;
-		default:
-			return false;
-	}
+	/* the types scoot_block_filter encodes constants of */
+	return filter_type(t) != NULL || char_filter_type(t) != NULL || t == FLOAT4OID ||
+		t == FLOAT8OID;
+}
+
+/* A runtime filter's column side (argument 1 - side), without implicit casts, as a node. */
+static Node *
+runtime_filter_var(OpExpr *op, int side)
+{
+	Node	   *v = strip_implicit_coercions(list_nth(op->args, 1 - side));
+
+	if (IsA(v, RelabelType))
+		v = (Node *) ((RelabelType *) v)->arg;
+	return v;
 }
 
 /* The argument (0 or 1) of `clause` that makes it a runtime filter of `rel`, or -1. */
@@ -1012,12 +1008,10 @@ runtime_filter_side(RelOptInfo *rel, Expr *clause)
 	op = (OpExpr *) clause;
 	for (side = 0; side < 2; side++)
 	{
-		Node	   *v = strip_implicit_coercions(list_nth(op->args, 1 - side));
+		Node	   *v = runtime_filter_var(op, side);
 		Node	   *a = list_nth(op->args, side);
 		Node	   *p = strip_implicit_coercions(a);
 
-		if (IsA(v, RelabelType))
-			v = (Node *) ((RelabelType *) v)->arg;
 		if (!IsA(v, Var) || !IsA(p, Param))
 			continue;
 		if (((Var *) v)->varno != (int) rel->relid || ((Var *) v)->varattno <= 0 ||
@@ -1237,12 +1231,10 @@ scoot_begin(CustomScanState *node, EState *estate, int eflags)
 			foreach(lc, rt)
 			{
 				OpExpr	   *op = lfirst_node(OpExpr, lc);
-				Node	   *v = strip_implicit_coercions(linitial(op->args));
 
-				if (IsA(v, RelabelType))
-					v = (Node *) ((RelabelType *) v)->arg;
 				s->rt_clause[i] = op;
-				s->rt_side[i] = IsA(v, Var) ? 1 : 0;
+				/* the Param side: the one whose other argument is the Var */
+				s->rt_side[i] = IsA(runtime_filter_var(op, 1), Var) ? 1 : 0;
 				s->rt_expr[i] = ExecInitExpr((Expr *) list_nth(op->args, s->rt_side[i]),
 											 (PlanState *) node);
 				i++;
@@ -1299,7 +1291,7 @@ runtime_filter_encode(ScootScanState *s, int i, Datum v, bool isnull)
 	OpExpr	   *op = s->rt_clause[i];
 	OpExpr		with = *op;
 	Node	   *a = list_nth(op->args, s->rt_side[i]);
-	Node	   *var = strip_implicit_coercions(list_nth(op->args, 1 - s->rt_side[i]));
+	Node	   *var = runtime_filter_var(op, s->rt_side[i]);
 	Oid			t = exprType(a);
 	int16		len;
 	bool		byval;
@@ -1309,8 +1301,6 @@ runtime_filter_encode(ScootScanState *s, int i, Datum v, bool isnull)
 
 	if (isnull)
 		return NULL;
-	if (IsA(var, RelabelType))
-		var = (Node *) ((RelabelType *) var)->arg;
 	get_typlenbyval(t, &len, &byval);
 	c = makeConst(t, exprTypmod(a), exprCollation(a), len, v, false, byval);
 	with.args = s->rt_side[i] == 1 ? list_make2(linitial(op->args), c) :
@@ -1724,13 +1714,10 @@ scoot_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		for (i = 0; i < s->nruntime; i++)
 		{
 			OpExpr	   *op = s->rt_clause[i];
-			Node	   *v = strip_implicit_coercions(list_nth(op->args, 1 - s->rt_side[i]));
 			char	   *col,
 					   *val;
 
-			if (IsA(v, RelabelType))
-				v = (Node *) ((RelabelType *) v)->arg;
-			col = column_name(rel, (Var *) v);
+			col = column_name(rel, (Var *) runtime_filter_var(op, s->rt_side[i]));
 			val = deparse_expression(list_nth(op->args, s->rt_side[i]), ctx, useprefix, false);
 			if (i > 0)
 				appendStringInfoString(&rf, " AND ");
