@@ -121,16 +121,8 @@ pub fn chain_visible(
     rs: u32,
     snap: pg_sys::Snapshot,
 ) -> Option<(u32, u32)> {
-    walk_chain(t, rb, rs, |_l, _s, h| {
-        let vis = mvcc::visible(h, snap);
-        check_conflict_out(rel, h, vis, snap);
-        vis
-    })
-    .inspect(|&(b, s)| {
-        if let Some(l) = storage::lock(t, b, false) {
-            predicate_lock_row(rel, b, s, l.row(s), snap);
-        }
-    })
+    let root = storage::lock(t, rb, false)?;
+    chain_visible_locked(rel, t, &root, rs, snap)
 }
 
 /// [`chain_visible`] for a chain rooted in the block `root` the caller holds: the walk and the
