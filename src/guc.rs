@@ -25,8 +25,8 @@ pub static COMPACT_BELOW: GucSetting<f64> = GucSetting::<f64>::new(0.5);
 /// often (s) while scoot tables change, so crash recovery replays and the server keeps only the
 /// WAL since then; 0: images only at a clean shutdown (sighup).
 pub static CHECKPOINT_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(300);
-/// `scoot.snapshot_fetch_cache`: memory an index or bitmap scan of an OLAP snapshot may hold in
-/// private copies of blocks changed since the snapshot, MB (user).
+/// `scoot.snapshot_fetch_cache`: memory a backend may hold in private copies of blocks changed
+/// since the OLAP snapshot its row fetches read, MB (user; see `snapshot::image::BlockCache`).
 pub static SNAPSHOT_FETCH_CACHE_MB: GucSetting<i32> = GucSetting::<i32>::new(128);
 /// `scoot.snapshot_memory`: pre-image memory for snapshots, MB (postmaster).
 pub static SNAPSHOT_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(256);
@@ -205,8 +205,8 @@ pub fn define() {
     );
     GucRegistry::define_int_guc(
         c"scoot.snapshot_fetch_cache",
-        c"Memory an index or bitmap scan of an OLAP snapshot may use for copies of changed blocks.",
-        c"A row fetched from a block that changed since the snapshot is read from a private copy of the block as the snapshot saw it; each scan keeps up to this much of them (at least 4 blocks). Too little for the blocks a nested loop visits makes it copy a block per row.",
+        c"Memory a backend may use for copies of blocks changed since the OLAP snapshots it reads.",
+        c"A row fetched (index, bitmap or TID fetch) from a block that changed since the snapshot is read from a private copy of the block as the snapshot saw it; the backend keeps up to this much of them (at least 4 blocks), shared by all its scans and kept between statements. Too little for the blocks a nested loop visits makes it copy a block per row.",
         &SNAPSHOT_FETCH_CACHE_MB,
         1,
         1 << 20,

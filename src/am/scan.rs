@@ -881,8 +881,7 @@ unsafe fn seek_image(
                 if entering {
                     ffi::pgstat_count_pages_hit(rel, block_pages(st.t, lb, b.hwm));
                 }
-                im.buf.load(&im.image, b.ab);
-                let blk = im.buf.blk();
+                let blk = im.load(b.ab);
                 let hwm = b.hwm as i64;
                 if !forward && s >= hwm {
                     s = hwm - 1;
@@ -960,8 +959,7 @@ unsafe fn next_parallel(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
             };
             if let Some(im) = st.img.as_mut() {
                 if let Some(ib) = im.table.block(b).copied() {
-                    im.buf.load(&im.image, ib.ab);
-                    let blk = im.buf.blk();
+                    let blk = im.load(ib.ab);
                     let mut sl = s;
                     while sl < ib.hwm {
                         let h = blk.row(sl);

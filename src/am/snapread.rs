@@ -5,7 +5,7 @@
 //! skips per-row visibility checks. Nothing here prunes, kills index entries or takes predicate
 //! locks (images are never read by SERIALIZABLE transactions).
 use super::index::hot_next;
-use crate::snapshot::image::{BlockBuf, BlockCache, Image, TableImage};
+use crate::snapshot::image::{self, BlockBuf, Image, TableImage};
 use crate::snapshot::session;
 use crate::storage::arena::{self, LwGuard};
 use crate::storage::block::{BlockRef, RowHdr, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
@@ -20,21 +20,9 @@ use std::sync::atomic::Ordering;
 pub struct ImgScan {
     pub image: Rc<Image>,
     pub table: Rc<TableImage>,
-    /// the block a sequential scan is on
-    pub buf: BlockBuf,
-    /// blocks visited by chain walks (bitmap and index fetches): an index range alternates
-    /// between a row's original block and the blocks its newer versions moved to, so the cache
-    /// holds several (grown on demand, up to `scoot.snapshot_fetch_cache`)
-    pub cache: BlockCache,
-}
-
-/// Capacity of an image scan's fetch cache, in blocks: `scoot.snapshot_fetch_cache` (default
-/// 128 MB: 128 blocks of 1 MB), at least 4. It was a fixed 16 MB: under TPC-C writes, the
-/// nested loops of CH-benCHmark Q5/Q7 on a snapshot probed more changed blocks than that and
-/// copied a whole block for almost every row (5-9 s instead of 0.3 s).
-fn fetch_cache_blocks() -> usize {
-    let bytes = crate::guc::SNAPSHOT_FETCH_CACHE_MB.get() as usize * (1 << 20);
-    (bytes / crate::storage::arena::block_size()).max(4)
+    /// the block a sequential scan is on (allocated when first needed: index fetches use the
+    /// backend's cache instead)
+    buf: Option<BlockBuf>,
 }
 
 impl ImgScan {
@@ -42,15 +30,25 @@ impl ImgScan {
         ImgScan {
             image,
             table,
-            buf: BlockBuf::new(),
-            cache: BlockCache::new(fetch_cache_blocks()),
+            buf: None,
         }
     }
 
-    /// The image of block `lb` in the chain-walk cache: (block, high-water mark).
+    /// Block `ab` of the image, materialized into this scan's own buffer (row-at-a-time scans
+    /// that stay on a block for many rows).
+    pub fn load(&mut self, ab: u32) -> BlockRef {
+        let buf = self.buf.get_or_insert_with(BlockBuf::new);
+        buf.load(&self.image, ab);
+        buf.blk()
+    }
+
+    /// The image of block `lb` from the backend's cache of changed blocks (chain walks:
+    /// an index range alternates between a row's original block and the blocks its newer
+    /// versions moved to, so the cache holds several; see [`image::BlockCache`]):
+    /// (block, high-water mark).
     pub fn cached(&mut self, lb: u32) -> Option<(BlockRef, u32)> {
         let b = *self.table.block(lb)?;
-        Some((self.cache.get(&self.image, b.ab), b.hwm))
+        Some((image::cache_get(&self.image, b.ab), b.hwm))
     }
 
     /// The image of block `lb` for a single fetch: a cached copy if there is one; else, if no
@@ -61,7 +59,7 @@ impl ImgScan {
     /// call [`Image::check_alive`] when done (an abandoned snapshot's blocks may be reused).
     pub fn hop(&mut self, lb: u32) -> Option<(BlockRef, u32, Option<LwGuard>)> {
         let b = *self.table.block(lb)?;
-        if let Some(blk) = self.cache.peek(b.ab) {
+        if let Some(blk) = image::cache_peek(&self.image, b.ab) {
             return Some((blk, b.hwm, None));
         }
         let d = arena::block_desc(b.ab);
@@ -75,7 +73,7 @@ impl ImgScan {
                 return Some((blk, b.hwm, Some(g)));
             }
         }
-        Some((self.cache.get(&self.image, b.ab), b.hwm, None))
+        Some((image::cache_get(&self.image, b.ab), b.hwm, None))
     }
 
     /// Runs `f` on arena block `ab` as the image has it: the *live* block under its shared lock
@@ -96,8 +94,7 @@ impl ImgScan {
                 return r;
             }
         }
-        self.buf.load(&self.image, ab);
-        f(self.buf.blk())
+        f(self.load(ab))
     }
 
     /// Is row `h` of block `lb` visible to the image?

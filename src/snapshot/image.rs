@@ -251,7 +251,7 @@ pub struct BlockBuf {
 }
 
 impl BlockBuf {
-    pub fn new() -> BlockBuf {
+    fn alloc() -> BlockBuf {
         let bs = arena::block_size();
         let buf = vec![0u8; bs + cow::PAGE];
         let off = buf.as_ptr().align_offset(cow::PAGE);
@@ -260,6 +260,10 @@ impl BlockBuf {
             off,
             ab: u32::MAX,
         }
+    }
+    /// A buffer from this backend's spares (see [`SPARE_BUFS`]), or a new one.
+    pub fn new() -> BlockBuf {
+        SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_else(BlockBuf::alloc)
     }
     pub fn slice(&mut self) -> &mut [u8] {
         let bs = arena::block_size();
@@ -270,7 +274,8 @@ impl BlockBuf {
             base: unsafe { self.buf.as_ptr().add(self.off) as *mut u8 },
         }
     }
-    /// Makes this buffer hold arena block `ab` of `img`.
+    /// Makes this buffer hold arena block `ab` of `img` (a buffer belongs to one image: a
+    /// scan's, or an entry of the cache that is keyed by image).
     pub fn load(&mut self, img: &Image, ab: u32) {
         if self.ab == ab {
             return;
@@ -287,54 +292,122 @@ impl Default for BlockBuf {
     }
 }
 
-/// A few materialized blocks (index fetches and chains that cross blocks), least recently used
-/// evicted first.
+/// How many freed scan buffers a backend keeps for the next scan.
+const SPARE_BUFS: usize = 8;
+
+impl Drop for BlockBuf {
+    /// Back to the spares: a fresh megabyte costs its page faults and the kernel's zeroing of
+    /// every page (in CH-benCHmark's analytic queries, a fifth of the time went there).
+    fn drop(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let off = self.off;
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < SPARE_BUFS && buf.len() == arena::block_size() + cow::PAGE {
+                    s.push(BlockBuf {
+                        buf,
+                        off,
+                        ab: u32::MAX,
+                    });
+                }
+            }
+        });
+    }
+}
+
+thread_local! {
+    static SPARE: RefCell<Vec<BlockBuf>> = const { RefCell::new(Vec::new()) };
+    static CACHE: RefCell<BlockCache> = RefCell::new(BlockCache::default());
+}
+
+/// The backend's copies of changed blocks as images saw them, for row fetches (index, bitmap
+/// and TID fetches, chain walks across blocks): keyed by (image, arena block), least recently
+/// used evicted first, at most `scoot.snapshot_fetch_cache` (at least 4 blocks).
+///
+/// One cache per backend, not per scan: the budget then bounds the backend, whatever the number
+/// of scans in its plans; the buffers stay allocated between statements (a new megabyte costs
+/// page faults and zeroing), and statements that run on the same image (it is reused while
+/// nothing changed or for up to `scoot.snapshot_max_age`) find the copies the previous ones
+/// made. A copy is the block as its image saw it, so an entry never goes stale; entries of
+/// older images are simply the least recently used.
+#[derive(Default)]
 pub struct BlockCache {
     bufs: Vec<BlockBuf>,
+    /// the image id each buffer holds a block of
+    ids: Vec<u64>,
     clock: Vec<u64>,
-    /// arena block -> index in `bufs`
-    index: std::collections::HashMap<u32, usize>,
+    index: HashMap<(u64, u32), usize>,
     tick: u64,
-    cap: usize,
+}
+
+/// `scoot.snapshot_fetch_cache` in blocks (at least 4: a chain walk holds a few blocks at once).
+fn cache_cap() -> usize {
+    let bytes = crate::guc::SNAPSHOT_FETCH_CACHE_MB.get() as usize * (1 << 20);
+    (bytes / arena::block_size()).max(4)
 }
 
 impl BlockCache {
-    pub fn new(cap: usize) -> BlockCache {
-        BlockCache {
-            bufs: Vec::new(),
-            clock: Vec::new(),
-            index: std::collections::HashMap::new(),
-            tick: 0,
-            cap,
-        }
-    }
-    /// The cached copy of arena block `ab`, if there is one.
-    pub fn peek(&mut self, ab: u32) -> Option<BlockRef> {
-        let i = *self.index.get(&ab)?;
+    fn peek(&mut self, id: u64, ab: u32) -> Option<BlockRef> {
+        let i = *self.index.get(&(id, ab))?;
         self.tick += 1;
         self.clock[i] = self.tick;
         Some(self.bufs[i].blk())
     }
-    /// The block ref of arena block `ab` as `img` saw it.
-    pub fn get(&mut self, img: &Image, ab: u32) -> BlockRef {
-        self.tick += 1;
-        if let Some(&i) = self.index.get(&ab) {
-            self.clock[i] = self.tick;
-            return self.bufs[i].blk();
+
+    fn get(&mut self, img: &Image, ab: u32, cap: usize) -> BlockRef {
+        if let Some(b) = self.peek(img.id, ab) {
+            return b;
         }
-        let i = if self.bufs.len() < self.cap {
-            self.bufs.push(BlockBuf::new());
+        self.tick += 1;
+        while self.bufs.len() > cap {
+            // the budget was lowered: drop the least recently used
+            let i = self.lru();
+            self.index.remove(&(self.ids[i], self.bufs[i].ab));
+            self.bufs.swap_remove(i);
+            self.ids.swap_remove(i);
+            self.clock.swap_remove(i);
+            if i < self.bufs.len() {
+                self.index.insert((self.ids[i], self.bufs[i].ab), i);
+            }
+        }
+        let i = if self.bufs.len() < cap {
+            self.bufs.push(BlockBuf::alloc());
+            self.ids.push(0);
             self.clock.push(0);
             self.bufs.len() - 1
         } else {
-            // least recently used (a linear pass, only when a block is copied anyway)
-            let i = (0..self.bufs.len()).min_by_key(|&i| self.clock[i]).unwrap();
-            self.index.remove(&self.bufs[i].ab);
+            // a linear pass, only when a block is copied anyway
+            let i = self.lru();
+            self.index.remove(&(self.ids[i], self.bufs[i].ab));
             i
         };
         self.clock[i] = self.tick;
-        self.bufs[i].load(img, ab);
-        self.index.insert(ab, i);
+        // not indexed while it is being filled (`materialize` may raise snapshot too old)
+        self.bufs[i].ab = u32::MAX;
+        img.materialize(ab, self.bufs[i].slice());
+        self.bufs[i].ab = ab;
+        self.ids[i] = img.id;
+        self.index.insert((img.id, ab), i);
         self.bufs[i].blk()
     }
+
+    fn lru(&self) -> usize {
+        (0..self.bufs.len()).min_by_key(|&i| self.clock[i]).unwrap()
+    }
+}
+
+/// This backend's cached copy of arena block `ab` as `img` saw it, if there is one.
+pub fn cache_peek(img: &Image, ab: u32) -> Option<BlockRef> {
+    CACHE.with(|c| c.borrow_mut().peek(img.id, ab))
+}
+
+/// Arena block `ab` as `img` saw it, from this backend's cache (copied into it if needed). The
+/// reference stays valid until a few more blocks were copied (the cache evicts the least
+/// recently used of at least 4).
+pub fn cache_get(img: &Image, ab: u32) -> BlockRef {
+    let cap = cache_cap();
+    CACHE.with(|c| c.borrow_mut().get(img, ab, cap))
 }
