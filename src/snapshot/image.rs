@@ -263,7 +263,9 @@ impl BlockBuf {
     }
     /// A buffer from this backend's spares (see [`SPARE_BUFS`]), or a new one.
     pub fn new() -> BlockBuf {
-        SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_else(BlockBuf::alloc)
+        SPARE
+            .with(|s| s.borrow_mut().pop())
+            .unwrap_or_else(BlockBuf::alloc)
     }
     pub fn slice(&mut self) -> &mut [u8] {
         let bs = arena::block_size();

@@ -341,9 +341,8 @@ fn compact_var(t: TableRef, l: &Locked) {
     // with the self check: redo's compaction of the bytes as they are now must give exactly
     // what this one gives
     let reference = (logged && changes::checking()).then(|| {
-        let mut copy = unsafe {
-            std::slice::from_raw_parts(l.blk.base, arena::block_size()).to_vec()
-        };
+        let mut copy =
+            unsafe { std::slice::from_raw_parts(l.blk.base, arena::block_size()).to_vec() };
         compact_redo(copy.as_mut_ptr(), hwm);
         copy
     });
