@@ -43,6 +43,9 @@ pub struct ScanState {
     pcur: Option<(u32, u32)>,
     vis: Vec<(u32, u32)>,
     vis_pos: usize,
+    /// bitmap heap scans: row of `batch` holding `vis[i]` (u32::MAX: not in it, the version
+    /// is in another block)
+    vis_row: Vec<u32>,
     page: u32,
     page_next: u32,
     page_end: u32,
@@ -208,6 +211,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             pcur: None,
             vis: Vec::new(),
             vis_pos: 0,
+            vis_row: Vec::new(),
             page: 0,
             page_next: 0,
             page_end: 0,
@@ -301,6 +305,7 @@ pub unsafe extern "C-unwind" fn scan_rescan(
         st.sample_started = false;
         st.vis.clear();
         st.vis_pos = 0;
+        st.vis_row.clear();
     })
 }
 
@@ -1175,6 +1180,7 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
         let st = state(scan);
         st.vis.clear();
         st.vis_pos = 0;
+        st.vis_row.clear();
         let page = (*tbmres).blockno;
         let vpb = arena::vpb();
         let b = page / vpb;
@@ -1205,6 +1211,10 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
                 if let Some(found) = snapread::chain_visible(im, b, s) {
                     st.vis.push(found);
                 }
+            }
+            // chain walks may have evicted the copy meanwhile: look it up again
+            if let (Some((blk, _)), Some(ib)) = (im.cached(b), im.table.block(b).copied()) {
+                bitmap_batch(st, b, ib.ab, blk);
             }
             return !st.vis.is_empty();
         }
@@ -1240,8 +1250,38 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
                 }
             }
         }
+        if st.pagemode {
+            bitmap_batch(st, b, u32::MAX, l.blk);
+        }
         !st.vis.is_empty()
     })
+}
+
+/// Loads the scan's batch with the rows of `st.vis` that are in block `b` (read from `blk`, its
+/// lock held or the image's copy; `src`: the image's arena block, for later column copies),
+/// with the leading columns the plan reads (`eager`) copied now, column by column, and the
+/// others when a row asks for them (`extend_batch`), as a sequential scan loads a block: the
+/// per-row work of a one-row batch (and a decimal's numeric built for a row the qual then drops)
+/// was most of a bitmap heap scan's time. Rows a chain walk found in another block are fetched
+/// one at a time by `scan_bitmap_next_tuple`.
+unsafe fn bitmap_batch(st: &mut ScanState, b: u32, src: u32, blk: crate::storage::block::BlockRef) {
+    unsafe {
+        st.vis_row.clear();
+        let batch = &mut *st.batch;
+        batch.reset(b, blk.natts().min((*st.td).natts as usize));
+        batch.src = src;
+        for &(fb, fs) in &st.vis {
+            if fb == b {
+                st.vis_row.push(batch.len() as u32);
+                batch.push(fs, blk.row(fs));
+            } else {
+                st.vis_row.push(u32::MAX);
+            }
+        }
+        if st.eager > 0 && !batch.is_empty() {
+            batch.fill(blk, st.td, st.eager);
+        }
+    }
 }
 
 #[pg_guard]
@@ -1255,11 +1295,29 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
         let st = state(scan);
         while st.vis_pos < st.vis.len() {
             let (b, s) = st.vis[st.vis_pos];
+            let r = st.vis_row.get(st.vis_pos).copied().unwrap_or(u32::MAX);
             st.vis_pos += 1;
+            if r != u32::MAX && (*slot).tts_ops == crate::storage::slot::ops() {
+                // the row of the page's batch (see `bitmap_batch`)
+                let batch: *mut Batch = &mut *st.batch;
+                crate::storage::slot::store_batch_row(
+                    slot,
+                    batch,
+                    r as usize,
+                    crate::storage::tid_of(b, s),
+                    (*rel).rd_id,
+                );
+                ffi::pgstat_count_fetch(rel);
+                return true;
+            }
             if let Some(im) = st.img.as_mut() {
                 if let Some((blk, hwm)) = im.cached(b) {
                     if s < hwm && blk.row(s).state() == ST_NORMAL {
-                        if st.eager > 0 && (*slot).tts_ops == crate::storage::slot::ops() {
+                        // (not while the batch holds the page's rows: a row of another block)
+                        if st.eager > 0
+                            && st.vis_row.is_empty()
+                            && (*slot).tts_ops == crate::storage::slot::ops()
+                        {
                             // the columns the plan reads (see `set_bitmap_columns`), all of
                             // them now: the batch is never extended from the image later
                             ffi::exec_clear_tuple(slot);
@@ -1289,7 +1347,9 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
             // MVCC snapshot into a scoot slot: the row as a one-row batch whose columns are
             // copied when asked for (`extend_batch`; the version stays as it is while the
             // snapshot is held), not all of them now
-            let lazy = st.pagemode && (*slot).tts_ops == crate::storage::slot::ops();
+            let lazy = st.pagemode
+                && st.vis_row.is_empty()
+                && (*slot).tts_ops == crate::storage::slot::ops();
             if lazy {
                 ffi::exec_clear_tuple(slot);
             }
