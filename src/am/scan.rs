@@ -489,7 +489,7 @@ pub fn set_eager(scan: pg_sys::TableScanDesc, ncols: usize) {
 pub fn set_bitmap_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
     let st = state(scan);
     st.batch.mask = mask.to_vec();
-    // copied under the lock that finds the row (a bitmap scan never enters blocks as a whole)
+    // copied for a bitmap page's rows under the lock that finds them (`bitmap_batch`)
     st.eager = mask.iter().rposition(|&m| m).map(|i| i + 1).unwrap_or(0);
 }
 
@@ -1310,33 +1310,10 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
                 ffi::pgstat_count_fetch(rel);
                 return true;
             }
+            // a version in another block (or a slot that is not scoot's): a copy of the row
             if let Some(im) = st.img.as_mut() {
                 if let Some((blk, hwm)) = im.cached(b) {
                     if s < hwm && blk.row(s).state() == ST_NORMAL {
-                        // (not while the batch holds the page's rows: a row of another block)
-                        if st.eager > 0
-                            && st.vis_row.is_empty()
-                            && (*slot).tts_ops == crate::storage::slot::ops()
-                        {
-                            // the columns the plan reads (see `set_bitmap_columns`), all of
-                            // them now: the batch is never extended from the image later
-                            ffi::exec_clear_tuple(slot);
-                            let natts = (*st.td).natts as usize;
-                            let batch: *mut Batch = &mut *st.batch;
-                            crate::storage::slot::store_one_row(
-                                slot,
-                                batch,
-                                blk,
-                                b,
-                                s,
-                                blk.row(s),
-                                st.td,
-                                natts,
-                                (*rel).rd_id,
-                            );
-                            ffi::pgstat_count_fetch(rel);
-                            return true;
-                        }
                         super::store_row(rel, blk, b, s, slot);
                         ffi::pgstat_count_fetch(rel);
                         return true;
@@ -1344,33 +1321,9 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
                 }
                 continue;
             }
-            // MVCC snapshot into a scoot slot: the row as a one-row batch whose columns are
-            // copied when asked for (`extend_batch`; the version stays as it is while the
-            // snapshot is held), not all of them now
-            let lazy = st.pagemode
-                && st.vis_row.is_empty()
-                && (*slot).tts_ops == crate::storage::slot::ops();
-            if lazy {
-                ffi::exec_clear_tuple(slot);
-            }
             if let Some(l) = storage::lock(st.t, b, false) {
                 if storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL {
-                    if lazy {
-                        let batch: *mut Batch = &mut *st.batch;
-                        crate::storage::slot::store_one_row(
-                            slot,
-                            batch,
-                            l.blk,
-                            b,
-                            s,
-                            l.row(s),
-                            st.td,
-                            st.eager,
-                            (*rel).rd_id,
-                        );
-                    } else {
-                        super::store_row(rel, l.blk, b, s, slot);
-                    }
+                    super::store_row(rel, l.blk, b, s, slot);
                     ffi::pgstat_count_fetch(rel);
                     return true;
                 }
