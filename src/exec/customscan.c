@@ -2398,6 +2398,241 @@ add_filtered_hashjoin(PlannerInfo *root, RelOptInfo *joinrel, JoinType jointype,
 		add_path(joinrel, (Path *) hp);
 }
 
+/*
+ * Memoize nodes that can never hit.
+ *
+ * A nested loop may cache its parameterized inner scan in a Memoize node, costed by the number
+ * of distinct cache keys PostgreSQL expects among the outer rows. For keys that are several
+ * columns of one table, estimate_num_groups clamps that number to a tenth of the table's rows
+ * ("the Vars are probably correlated"), even when the columns are a unique key of the table:
+ * a nested loop over the 30,000 rows of TPC-C's orders, probing order_line by the order's
+ * primary key (CH-benCHmark Q10, Q12, Q18), is costed as if 90% of the probes were cache hits.
+ * None is: each probe misses, and the Memoize node copies every inner row into its cache and
+ * evicts it again (Q12: 300 ms with the Memoize node, 100 ms without it). Where the inner scan
+ * is of a scoot table and the cache keys provably differ on every outer row (they cover the
+ * columns of a unique index of a base relation whose rows the outer side returns at most
+ * once each), the nested loop here probes the inner scan directly. Its cost stays what
+ * PostgreSQL computed (results are the same either way; only the useless cache goes).
+ * `scoot.custom_scan = off` keeps PostgreSQL's plan.
+ */
+
+/* Do the plain Vars of `rel` among `exprs` cover the key columns of one of its unique indexes? */
+static bool
+covers_unique_index(RelOptInfo *rel, List *exprs)
+{
+	Bitmapset  *attrs = NULL;
+	ListCell   *lc;
+
+	foreach(lc, exprs)
+	{
+		Expr	   *e = (Expr *) lfirst(lc);
+
+		while (IsA(e, RelabelType))
+			e = ((RelabelType *) e)->arg;
+		if (IsA(e, Var) && ((Var *) e)->varno == (int) rel->relid &&
+			((Var *) e)->varlevelsup == 0 && ((Var *) e)->varattno > 0)
+			attrs = bms_add_member(attrs, ((Var *) e)->varattno);
+	}
+	if (attrs == NULL)
+		return false;
+	/* columns the relation's own restrictions fix to one value ("w = 1") vary with no key */
+	foreach(lc, rel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		OpExpr	   *op = (OpExpr *) ri->clause;
+		Expr	   *l,
+				   *r;
+
+		if (!IsA(op, OpExpr) || list_length(op->args) != 2 ||
+			get_mergejoin_opfamilies(op->opno) == NIL)
+			continue;
+		l = linitial(op->args);
+		r = lsecond(op->args);
+		while (IsA(l, RelabelType))
+			l = ((RelabelType *) l)->arg;
+		while (IsA(r, RelabelType))
+			r = ((RelabelType *) r)->arg;
+		if (!IsA(l, Var))
+		{
+			Expr	   *t = l;
+
+			l = r;
+			r = t;
+		}
+		if (IsA(l, Var) && ((Var *) l)->varno == (int) rel->relid &&
+			((Var *) l)->varlevelsup == 0 && ((Var *) l)->varattno > 0 &&
+			(IsA(r, Const) || IsA(r, Param)))
+			attrs = bms_add_member(attrs, ((Var *) l)->varattno);
+	}
+	foreach(lc, rel->indexlist)
+	{
+		IndexOptInfo *ix = (IndexOptInfo *) lfirst(lc);
+		int			i;
+
+		if (!ix->unique || ix->hypothetical || (ix->indpred != NIL && !ix->predOK))
+			continue;
+		for (i = 0; i < ix->nkeycolumns; i++)
+			if (ix->indexkeys[i] <= 0 || !bms_is_member(ix->indexkeys[i], attrs))
+				break;
+		if (i == ix->nkeycolumns)
+			return true;
+	}
+	return false;
+}
+
+static bool returns_rel_rows_once(PlannerInfo *root, Path *path, Index relid);
+
+/*
+ * Does each row of one side of `jp` (`of_outer`: the outer side) meet at most one row of the
+ * other side? It does when the join's equality clauses (with those the inner scan takes as
+ * parameters) equate values of that side to the columns of a unique index of a base relation
+ * of the other side, and the other side returns each row of that relation at most once.
+ */
+static bool
+matches_once(PlannerInfo *root, JoinPath *jp, bool of_outer)
+{
+	Path	   *other = of_outer ? jp->innerjoinpath : jp->outerjoinpath;
+	Relids		this_relids = (of_outer ? jp->outerjoinpath : jp->innerjoinpath)->parent->relids;
+	Relids		other_relids = other->parent->relids;
+	List	   *clauses = jp->joinrestrictinfo;
+	List	   *keys = NIL;
+	ListCell   *lc;
+	int			relid = -1;
+
+	if (jp->innerjoinpath->param_info != NULL)
+		clauses = list_concat_copy(clauses, jp->innerjoinpath->param_info->ppi_clauses);
+	foreach(lc, clauses)
+	{
+		RestrictInfo *ri = (RestrictInfo *) lfirst(lc);
+
+		if (!ri->can_join || (ri->mergeopfamilies == NIL && !OidIsValid(ri->hashjoinoperator)))
+			continue;
+		if (bms_is_subset(ri->left_relids, this_relids) &&
+			bms_is_subset(ri->right_relids, other_relids))
+			keys = lappend(keys, get_rightop(ri->clause));
+		else if (bms_is_subset(ri->left_relids, other_relids) &&
+				 bms_is_subset(ri->right_relids, this_relids))
+			keys = lappend(keys, get_leftop(ri->clause));
+	}
+	if (keys == NIL)
+		return false;
+	while ((relid = bms_next_member(other_relids, relid)) >= 0)
+	{
+		RelOptInfo *rel = root->simple_rel_array[relid];
+
+		if (rel != NULL && rel->reloptkind == RELOPT_BASEREL && covers_unique_index(rel, keys) &&
+			returns_rel_rows_once(root, other, relid))
+			return true;
+	}
+	return false;
+}
+
+/* Does `path` return each row of base relation `relid` at most once? */
+static bool
+returns_rel_rows_once(PlannerInfo *root, Path *path, Index relid)
+{
+	for (;;)
+	{
+		if (path->parent->reloptkind == RELOPT_BASEREL)
+			return path->parent->relid == relid;
+		if (IsA(path, NestPath) || IsA(path, HashPath) || IsA(path, MergePath))
+		{
+			JoinPath   *jp = (JoinPath *) path;
+
+			if (bms_is_member(relid, jp->outerjoinpath->parent->relids))
+			{
+				/* an outer row comes out once per inner row it meets (once if none) */
+				if (!(jp->jointype == JOIN_SEMI || jp->jointype == JOIN_ANTI ||
+					  ((jp->jointype == JOIN_INNER || jp->jointype == JOIN_LEFT) &&
+					   (jp->inner_unique || matches_once(root, jp, true)))))
+					return false;
+				path = jp->outerjoinpath;
+			}
+			else if (bms_is_member(relid, jp->innerjoinpath->parent->relids))
+			{
+				/* an inner row comes out once per outer row it meets */
+				if (jp->jointype != JOIN_INNER || !matches_once(root, jp, false))
+					return false;
+				path = jp->innerjoinpath;
+			}
+			else
+				return false;
+		}
+		else if (IsA(path, MaterialPath))
+			path = ((MaterialPath *) path)->subpath;
+		else if (IsA(path, MemoizePath))
+			path = ((MemoizePath *) path)->subpath;
+		else if (IsA(path, SortPath) || IsA(path, IncrementalSortPath))
+			path = ((SortPath *) path)->subpath;
+		else if (IsA(path, ProjectionPath))
+			path = ((ProjectionPath *) path)->subpath;
+		else if (IsA(path, GatherPath))
+			path = ((GatherPath *) path)->subpath;
+		else if (IsA(path, GatherMergePath))
+			path = ((GatherMergePath *) path)->subpath;
+		else
+			return false;
+	}
+}
+
+/* Is `p` a nested loop whose inner side is a Memoize over a scoot scan that cannot hit? */
+static bool
+memoize_never_hits(PlannerInfo *root, Path *p)
+{
+	NestPath   *np;
+	MemoizePath *mp;
+	RelOptInfo *inner;
+	RangeTblEntry *rte;
+	Relation	r;
+	bool		is_scoot;
+	int			relid;
+
+	if (!IsA(p, NestPath))
+		return false;
+	np = (NestPath *) p;
+	if (!IsA(np->jpath.innerjoinpath, MemoizePath))
+		return false;
+	mp = (MemoizePath *) np->jpath.innerjoinpath;
+	inner = mp->subpath->parent;
+	if (inner->reloptkind != RELOPT_BASEREL)
+		return false;
+	rte = planner_rt_fetch(inner->relid, root);
+	if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_RELATION)
+		return false;
+	r = table_open(rte->relid, NoLock);
+	is_scoot = scoot_relation_is_scoot(r);
+	table_close(r, NoLock);
+	if (!is_scoot)
+		return false;
+	relid = -1;
+	while ((relid = bms_next_member(np->jpath.outerjoinpath->parent->relids, relid)) >= 0)
+	{
+		RelOptInfo *rel = root->simple_rel_array[relid];
+
+		if (rel != NULL && rel->reloptkind == RELOPT_BASEREL &&
+			covers_unique_index(rel, mp->param_exprs) &&
+			returns_rel_rows_once(root, np->jpath.outerjoinpath, relid))
+			return true;
+	}
+	return false;
+}
+
+/* Takes the Memoize node out of every nested loop of `paths` that would never hit it. */
+static void
+drop_useless_memoize(PlannerInfo *root, List *paths)
+{
+	ListCell   *lc;
+
+	foreach(lc, paths)
+	{
+		Path	   *p = (Path *) lfirst(lc);
+
+		if (memoize_never_hits(root, p))
+			((NestPath *) p)->jpath.innerjoinpath =
+				((MemoizePath *) ((NestPath *) p)->jpath.innerjoinpath)->subpath;
+	}
+}
+
 static void
 scoot_set_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 						RelOptInfo *innerrel, JoinType jointype, JoinPathExtraData *extra)
@@ -2412,7 +2647,11 @@ scoot_set_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *oute
 
 	if (prev_set_join_pathlist)
 		prev_set_join_pathlist(root, joinrel, outerrel, innerrel, jointype, extra);
-	if (!scoot_custom_scan_enabled() || !scoot_join_filter_enabled() || !enable_hashjoin)
+	if (!scoot_custom_scan_enabled())
+		return;
+	drop_useless_memoize(root, joinrel->pathlist);
+	drop_useless_memoize(root, joinrel->partial_pathlist);
+	if (!scoot_join_filter_enabled() || !enable_hashjoin)
 		return;
 	if (!(jointype == JOIN_INNER || jointype == JOIN_SEMI || jointype == JOIN_RIGHT))
 		return;
