@@ -32,15 +32,7 @@ const MEMO_MIN_ROWS: usize = 16;
 /// Up to this many rows, [`Batch::fill`] prefetches the cells it is about to read.
 const PREFETCH_MAX_ROWS: usize = 4;
 
-#[inline(always)]
-fn prefetch_line(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+use crate::storage::block::prefetch_line;
 
 pub struct Batch {
     /// local block the rows come from

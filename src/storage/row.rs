@@ -456,6 +456,7 @@ unsafe fn encode(
 /// payloads are placed just below `var_low`; returns the new `var_low`. Caller checked the space.
 pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) -> u32 {
     unsafe {
+        b.prefetch_row(slot, row.cells.len());
         for (i, v) in row.cells.iter().enumerate() {
             let c: ColDesc = *b.col(i);
             if c.kind == KIND_ABSENT {
@@ -744,6 +745,7 @@ pub unsafe fn read_row(b: BlockRef, slot: u32, out: *mut pg_sys::TupleTableSlot)
         let td = (*out).tts_tupleDescriptor;
         let natts = (*td).natts as usize;
         let nb = b.natts().min(natts);
+        b.prefetch_row(slot, nb);
         // pass 1: an upper bound of the by-reference bytes (each value at its alignment)
         let mut size = 0usize;
         for i in 0..nb {
