@@ -341,8 +341,14 @@ pub unsafe extern "C-unwind" fn tuple_update(
             // the old version is marked as being updated by us: run the toaster like heap_update
             prepared = row::prepare(rel, t, slot, Toast::WithOld(oldtup), old_external);
         }
-        // the old version is marked; place the new one, then link old -> new
-        let (nb, ns) = storage::insert(
+        // The old version is marked; place the new one, then link old -> new. When the new
+        // version lands in the old one's block (the common case), the link, the lockers' carried
+        // locks and the slot's system columns are done in the insertion's lock session, whose
+        // WAL record then also holds the kept mark (`defer` ends first; a new version in another
+        // block leaves the mark kept for the link's session below).
+        defer.finish();
+        let mut linked = false;
+        let (nb, ns) = storage::insert_then(
             rel,
             t,
             &prepared,
@@ -351,47 +357,63 @@ pub unsafe extern "C-unwind" fn tuple_update(
             if hot { F_HEAP_ONLY } else { 0 },
             None,
             hot.then_some(lb),
-        );
-        if let Some((cx, cbits)) = carry {
-            // lockers still around (FK checks) keep their lock on the new version
-            if let Some(l) = storage::lock(t, nb, true) {
-                storage::set_xmax(&l, ns, cx, cbits, false, None);
-            }
-        }
-        let new_tid = tid_of(nb, ns);
-        defer.finish();
-        let late = match storage::lock(t, lb, true) {
-            Some(l) => {
-                storage::link_next(&l, s, (ffi::tid_page(&new_tid), new_tid.ip_posid), hot);
-                locking::late_lockers(l.row(s), xid)
-            }
-            None => Vec::new(),
-        };
-        if !late.is_empty() {
-            if let Some(l) = storage::lock(t, nb, true) {
-                for (x, md) in late {
-                    let h = l.row(ns);
-                    let (nx, bits, keys) = locking::compute_new_xmax(
-                        h.xmax,
-                        h.infomask(),
-                        h.has_flag(crate::storage::block::F_KEYS_UPDATED),
-                        x,
-                        md,
-                        false,
-                    );
-                    storage::set_xmax(&l, ns, nx, bits, keys, None);
+            |l, ns| {
+                if let Some((cx, cbits)) = carry {
+                    // lockers still around (FK checks) keep their lock on the new version
+                    storage::set_xmax(l, ns, cx, cbits, false, None);
                 }
+                if l.lb == lb {
+                    let new_tid = tid_of(lb, ns);
+                    storage::link_next(l, s, (ffi::tid_page(&new_tid), new_tid.ip_posid), hot);
+                    for (x, md) in locking::late_lockers(l.row(s), xid) {
+                        carry_late_locker(l, ns, x, md);
+                    }
+                    crate::storage::slot::set_sysattrs(slot, l.row(ns));
+                    linked = true;
+                }
+            },
+        );
+        let new_tid = tid_of(nb, ns);
+        if !linked {
+            let late = match storage::lock(t, lb, true) {
+                Some(l) => {
+                    storage::link_next(&l, s, (ffi::tid_page(&new_tid), new_tid.ip_posid), hot);
+                    locking::late_lockers(l.row(s), xid)
+                }
+                None => Vec::new(),
+            };
+            if !late.is_empty() {
+                if let Some(l) = storage::lock(t, nb, true) {
+                    for (x, md) in late {
+                        carry_late_locker(&l, ns, x, md);
+                    }
+                }
+            }
+            if let Some(l) = storage::lock(t, nb, false) {
+                crate::storage::slot::set_sysattrs(slot, l.row(ns));
             }
         }
         (*slot).tts_tableOid = (*rel).rd_id;
         (*slot).tts_tid = new_tid;
-        if let Some(l) = storage::lock(t, nb, false) {
-            crate::storage::slot::set_sysattrs(slot, l.row(ns));
-        }
         *update_indexes = !hot;
         pg_sys::pgstat_count_heap_update(rel, hot);
         pg_sys::TM_Result::TM_Ok
     })
+}
+
+/// A locker that took its lock on an updated row's old version while the update was placing the
+/// new one (`locking::late_lockers`) keeps it on new version `ns` of the locked block.
+fn carry_late_locker(l: &storage::Locked, ns: u32, x: u32, md: locking::Mode) {
+    let h = l.row(ns);
+    let (nx, bits, keys) = locking::compute_new_xmax(
+        h.xmax,
+        h.infomask(),
+        h.has_flag(crate::storage::block::F_KEYS_UPDATED),
+        x,
+        md,
+        false,
+    );
+    storage::set_xmax(l, ns, nx, bits, keys, None);
 }
 
 /// Stores version (lb, s) into `slot` (for tuple_lock's caller, on success and failure alike).

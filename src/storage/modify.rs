@@ -504,6 +504,22 @@ pub fn insert(
     spec_token: Option<u32>,
     prefer: Option<u32>,
 ) -> (u32, u32) {
+    insert_then(rel, t, row, xmin, cid, flags, spec_token, prefer, |_, _| {})
+}
+
+/// [`insert`], then `after(block, slot)` still under the block's exclusive lock (an UPDATE
+/// links the old version to the new one in the same lock session when both share a block).
+pub fn insert_then<F: FnOnce(&Locked, u32)>(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    row: &Prepared,
+    xmin: u32,
+    cid: u32,
+    flags: u16,
+    spec_token: Option<u32>,
+    prefer: Option<u32>,
+    after: F,
+) -> (u32, u32) {
     let (l, s) = block_for_insert(rel, t, row, prefer);
     let d = l.desc;
     let low = unsafe { row::write_row(l.blk, s, row, d.var_low.load(Ordering::Relaxed)) };
@@ -522,6 +538,7 @@ pub fn insert(
     }
     l.touch();
     t.entry().rows_inserted.fetch_add(1, Ordering::Relaxed);
+    after(&l, s);
     (l.lb, s)
 }
 
