@@ -363,9 +363,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
                     storage::set_xmax(l, ns, cx, cbits, false, None);
                 }
                 if l.lb == lb {
-                    let new_tid = tid_of(lb, ns);
-                    storage::link_next(l, s, (ffi::tid_page(&new_tid), new_tid.ip_posid), hot);
-                    for (x, md) in locking::late_lockers(l.row(s), xid) {
+                    for (x, md) in link_old(l, s, lb, ns, hot, xid) {
                         carry_late_locker(l, ns, x, md);
                     }
                     crate::storage::slot::set_sysattrs(slot, l.row(ns));
@@ -376,10 +374,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
         let new_tid = tid_of(nb, ns);
         if !linked {
             let late = match storage::lock(t, lb, true) {
-                Some(l) => {
-                    storage::link_next(&l, s, (ffi::tid_page(&new_tid), new_tid.ip_posid), hot);
-                    locking::late_lockers(l.row(s), xid)
-                }
+                Some(l) => link_old(&l, s, nb, ns, hot, xid),
                 None => Vec::new(),
             };
             if !late.is_empty() {
@@ -399,6 +394,21 @@ pub unsafe extern "C-unwind" fn tuple_update(
         pg_sys::pgstat_count_heap_update(rel, hot);
         pg_sys::TM_Result::TM_Ok
     })
+}
+
+/// Links old version `s` of the locked block to the new version (nb, ns); returns the lockers
+/// that locked the old version meanwhile and must keep their lock on the new one.
+fn link_old(
+    l: &storage::Locked,
+    s: u32,
+    nb: u32,
+    ns: u32,
+    hot: bool,
+    xid: u32,
+) -> Vec<(u32, locking::Mode)> {
+    let new_tid = tid_of(nb, ns);
+    storage::link_next(l, s, (ffi::tid_page(&new_tid), new_tid.ip_posid), hot);
+    locking::late_lockers(l.row(s), xid)
 }
 
 /// A locker that took its lock on an updated row's old version while the update was placing the

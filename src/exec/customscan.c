@@ -2330,18 +2330,26 @@ scoot_scan_path_in(List *paths, bool partial)
 	return NULL;
 }
 
+/* The column number of `e` if it is a plain column of `rel` (under any relabeling), else 0. */
+static AttrNumber
+rel_column(Expr *e, RelOptInfo *rel)
+{
+	while (IsA(e, RelabelType))
+		e = ((RelabelType *) e)->arg;
+	if (IsA(e, Var) && ((Var *) e)->varno == (int) rel->relid && ((Var *) e)->varlevelsup == 0 &&
+		((Var *) e)->varattno > 0)
+		return ((Var *) e)->varattno;
+	return 0;
+}
+
 /* Is `e` (the outer side of a hash clause) a column of `rel` the join filter can hash? */
 static bool
 join_filter_key(Expr *e, RelOptInfo *rel, Oid hashop)
 {
-	Var		   *v;
 	RegProcedure lproc,
 				rproc;
 
-	while (IsA(e, RelabelType))
-		e = ((RelabelType *) e)->arg;
-	v = (Var *) e;
-	if (!IsA(v, Var) || v->varno != (int) rel->relid || v->varattno <= 0 || v->varlevelsup != 0)
+	if (rel_column(e, rel) == 0)
 		return false;
 	if (!get_op_hash_functions(hashop, &lproc, &rproc))
 		return false;
@@ -2425,13 +2433,10 @@ covers_unique_index(RelOptInfo *rel, List *exprs)
 
 	foreach(lc, exprs)
 	{
-		Expr	   *e = (Expr *) lfirst(lc);
+		AttrNumber	a = rel_column((Expr *) lfirst(lc), rel);
 
-		while (IsA(e, RelabelType))
-			e = ((RelabelType *) e)->arg;
-		if (IsA(e, Var) && ((Var *) e)->varno == (int) rel->relid &&
-			((Var *) e)->varlevelsup == 0 && ((Var *) e)->varattno > 0)
-			attrs = bms_add_member(attrs, ((Var *) e)->varattno);
+		if (a > 0)
+			attrs = bms_add_member(attrs, a);
 	}
 	if (attrs == NULL)
 		return false;
@@ -2442,27 +2447,25 @@ covers_unique_index(RelOptInfo *rel, List *exprs)
 		OpExpr	   *op = (OpExpr *) ri->clause;
 		Expr	   *l,
 				   *r;
+		AttrNumber	a;
 
 		if (!IsA(op, OpExpr) || list_length(op->args) != 2 ||
 			get_mergejoin_opfamilies(op->opno) == NIL)
 			continue;
 		l = linitial(op->args);
 		r = lsecond(op->args);
-		while (IsA(l, RelabelType))
-			l = ((RelabelType *) l)->arg;
-		while (IsA(r, RelabelType))
-			r = ((RelabelType *) r)->arg;
-		if (!IsA(l, Var))
+		if (rel_column(l, rel) == 0)
 		{
 			Expr	   *t = l;
 
 			l = r;
 			r = t;
 		}
-		if (IsA(l, Var) && ((Var *) l)->varno == (int) rel->relid &&
-			((Var *) l)->varlevelsup == 0 && ((Var *) l)->varattno > 0 &&
-			(IsA(r, Const) || IsA(r, Param)))
-			attrs = bms_add_member(attrs, ((Var *) l)->varattno);
+		while (IsA(r, RelabelType))
+			r = ((RelabelType *) r)->arg;
+		a = rel_column(l, rel);
+		if (a > 0 && (IsA(r, Const) || IsA(r, Param)))
+			attrs = bms_add_member(attrs, a);
 	}
 	foreach(lc, rel->indexlist)
 	{
