@@ -175,6 +175,24 @@ RESET scoot.join_filter;
 -- a join that matches nearly every row: the filter stops looking after its trial
 SELECT same($$SELECT f.k FROM FACT f JOIN FACT g ON f.k = g.k$$);
 SELECT removed($$SELECT f.k FROM FACT f JOIN FACT g ON f.k = g.k$$) < 1000 AS gives_up;
+-- after its trial the scan still hashes each row's key, to prefetch the join's bucket for the
+-- rows a few ahead (a hint: the answer must not change), also when the join's table is split
+-- into batches (rows of another batch: nothing to prefetch)
+SET work_mem = '256kB';
+SELECT same($$SELECT f.k, g.n FROM FACT f JOIN FACT g ON f.k = g.k$$);
+RESET work_mem;
+-- a Parallel Hash has no Bloom filter: the filter walks the shared buckets as the join will,
+-- and gives up after a shorter trial
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SELECT same($$SELECT f.k, g.n FROM FACT f JOIN FACT g ON f.k = g.k$$);
+SELECT removed($$SELECT f.k FROM FACT f JOIN FACT g ON f.k = g.k$$) < 1000 AS gives_up_parallel;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+SET max_parallel_workers_per_gather = 0;
 
 -- costing (customscan.c, scoot_set_join_pathlist): a hash join whose outer side is a ScootScan
 -- the filter serves is costed with only the rows expected to find a partner (the others are

@@ -130,7 +130,7 @@ pub fn define() {
     GucRegistry::define_bool_guc(
         c"scoot.join_filter",
         c"A ScootScan on the probing side of a hash join drops rows whose key is not in the join's hash table (needs scoot.custom_scan).",
-        c"Once the join has built its hash table, the scan looks each row's key up in it (integer and date keys) before forming the row, and keeps only rows the join could match (EXPLAIN ANALYZE: Rows Removed by Scoot Join Filter). Off: every row goes to the join.",
+        c"Once the join has built its hash table, the scan looks each row's key up in it (integer and date keys) before forming the row, and keeps only rows the join could match (EXPLAIN ANALYZE: Rows Removed by Scoot Join Filter); it also prefetches the join's buckets for the rows a few ahead. Off: every row goes to the join, nothing is prefetched.",
         &JOIN_FILTER,
         GucContext::Userset,
         GucFlags::default(),

@@ -133,10 +133,13 @@ typedef struct ScootScanState
 /* Rust side of the join filter (src/exec/mod.rs, am/scan.rs) */
 extern bool scoot_join_filter_enabled(void);
 extern void scoot_scan_set_join_filter(TableScanDesc scan, void *hashtable,
-									   bool (*may_match) (void *, uint32), int nkeys,
-									   const int *attnos, const int *widths);
+									   bool (*may_match) (void *, uint32),
+									   void (*prefetch) (void *, uint32, uint32),
+									   int64 trial, int nkeys, const int *attnos,
+									   const int *widths);
 extern int64 scoot_scan_join_filter_removed(TableScanDesc scan);
 bool		scoot_hj_may_match(void *hashtable, uint32 hashvalue);
+void		scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
 
 static Plan *scoot_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 							 List *tlist, List *clauses, List *custom_plans);
@@ -1372,8 +1375,14 @@ set_columns(ScootScanState *s)
  * hashint2/hashint4/hashint8, whose hash the scan computes as PostgreSQL does (storage/filter.rs
  * hash_int, checked against PostgreSQL's functions in a #[pg_test]), and a scan whose qual and
  * target list call no volatile function (the rows dropped skip them). A row whose key is NULL
- * is kept; a join that keeps nearly every row makes the scan stop looking (am/scan.rs). `SET scoot.join_filter = off` turns it off; EXPLAIN ANALYZE shows the rows it
- * removed.
+ * is kept; a join that keeps nearly every row makes the scan stop looking (am/scan.rs: after
+ * 64k rows with a Bloom filter, after 4k with a shared table, whose lookups are bucket walks).
+ * `SET scoot.join_filter = off` turns it off; EXPLAIN ANALYZE shows the rows it removed.
+ *
+ * The same hash values serve the join's own probes: as the scan returns a row, it prefetches
+ * the bucket of a row a few ahead and the first tuple of a nearer one's bucket
+ * (scoot_hj_prefetch), so the join's bucket walk finds them in cache. That goes on after the
+ * filter stopped looking.
  */
 #define SCOOT_HJ_BUILD_HASHTABLE 1	/* nodeHashjoin.c's HJ_BUILD_HASHTABLE */
 
@@ -1491,6 +1500,46 @@ scoot_hj_may_match(void *filter, uint32 hashvalue)
 	return false;
 }
 
+/*
+ * Asks the CPU for what the hash join will read when it probes for rows a few ahead of the one
+ * the scan returns now: the bucket of the row `far` rows ahead (hash value `far`), and the
+ * first tuple of the bucket of a nearer row (`near`, whose bucket head the previous calls
+ * brought in). The join's probe otherwise stalls on two cache misses per outer row (the bucket
+ * array and the tuple are megabytes for a table of 100k rows); issued early, they overlap with
+ * the work on the rows in between. A hint only: nothing is read that the join might change,
+ * and a wrong guess (a row another batch holds, a filtered row) just costs a load.
+ */
+void
+scoot_hj_prefetch(void *filter, uint32 far, uint32 near)
+{
+	ScootJoinBloom *b = (ScootJoinBloom *) filter;
+	HashJoinTable ht = b->ht;
+	int			bucketno,
+				batchno;
+
+	if (ht->parallel_state != NULL)
+	{
+		dsa_pointer p;
+
+		ExecHashGetBucketAndBatch(ht, far, &bucketno, &batchno);
+		if (batchno == ht->curbatch)
+			__builtin_prefetch(&ht->buckets.shared[bucketno]);
+		ExecHashGetBucketAndBatch(ht, near, &bucketno, &batchno);
+		if (batchno != ht->curbatch)
+			return;
+		p = dsa_pointer_atomic_read(&ht->buckets.shared[bucketno]);
+		if (DsaPointerIsValid(p))
+			__builtin_prefetch(dsa_get_address(ht->area, p));
+		return;
+	}
+	ExecHashGetBucketAndBatch(ht, far, &bucketno, &batchno);
+	if (batchno == ht->curbatch)
+		__builtin_prefetch(&ht->buckets.unshared[bucketno]);
+	ExecHashGetBucketAndBatch(ht, near, &bucketno, &batchno);
+	if (batchno == ht->curbatch && ht->buckets.unshared[bucketno] != NULL)
+		__builtin_prefetch(ht->buckets.unshared[bucketno]);
+}
+
 /* The hash join `ps` (if it is one) can filter its outer ScootScan: remember it there. */
 static void
 join_filter_candidate(PlanState *ps)
@@ -1586,7 +1635,14 @@ join_filter_update(ScootScanState *s)
 		return;
 	s->probe_ht = ht;
 	bloom_build(&s->probe_bloom, ht, s->css.ss.ps.state->es_query_cxt);
+	/*
+	 * A private table's lookups hit the Bloom filter (a few hundred kB): a long trial costs
+	 * little. A shared (Parallel Hash) table has none; each lookup walks the bucket as the
+	 * join's own probe will, so the filter must prove itself sooner.
+	 */
 	scoot_scan_set_join_filter(s->scan, ht ? &s->probe_bloom : NULL, scoot_hj_may_match,
+							   scoot_hj_prefetch,
+							   ht && ht->parallel_state != NULL ? 4096 : 65536,
 							   ht ? s->probe_nkeys : 0, s->probe_attnos, widths);
 }
 
@@ -1653,7 +1709,7 @@ scoot_rescan(CustomScanState *node)
 
 	/* the join may destroy or rebuild its hash table: the next row asks again */
 	if (s->scan && s->probe_ht != NULL)
-		scoot_scan_set_join_filter(s->scan, NULL, NULL, 0, s->probe_attnos, NULL);
+		scoot_scan_set_join_filter(s->scan, NULL, NULL, NULL, 0, 0, s->probe_attnos, NULL);
 	s->probe_ht = NULL;
 	if (s->scan)
 	{

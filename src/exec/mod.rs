@@ -138,12 +138,16 @@ pub extern "C" fn scoot_join_filter_enabled() -> bool {
 
 /// Gives a ScootScan's scan the hash table of the join it probes (null: none): from the next
 /// block on, rows whose key columns (`attnos`, hashed as integers of `widths` bytes) hash to a
-/// value the table cannot hold are dropped (see `join_filter` in customscan.c).
+/// value the table cannot hold are dropped (see `join_filter` in customscan.c) — until `trial`
+/// rows showed that the filter keeps nearly all — and the join's buckets for the rows a few
+/// ahead are prefetched (`prefetch`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn scoot_scan_set_join_filter(
     scan: pg_sys::TableScanDesc,
     hashtable: *mut std::ffi::c_void,
     may_match: Option<unsafe extern "C" fn(*mut std::ffi::c_void, u32) -> bool>,
+    prefetch: Option<unsafe extern "C" fn(*mut std::ffi::c_void, u32, u32)>,
+    trial: i64,
     nkeys: i32,
     attnos: *const i32,
     widths: *const i32,
@@ -160,7 +164,14 @@ pub unsafe extern "C" fn scoot_scan_set_join_filter(
                 .collect()
         }
     };
-    am::scan::set_join_filter(scan, hashtable, may_match, keys);
+    am::scan::set_join_filter(
+        scan,
+        hashtable,
+        may_match,
+        prefetch,
+        trial.max(0) as u64,
+        keys,
+    );
 }
 
 /// Rows a ScootScan's join filter dropped (EXPLAIN ANALYZE).
