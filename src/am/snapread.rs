@@ -146,23 +146,36 @@ pub fn walk_chain(
         return None;
     }
     let rh = root.row(rs);
-    let (cb, cs, prior): (u32, u32, Option<u32>) = match rh.state() {
+    let r = match rh.state() {
         ST_REDIRECT => {
             let (p, o) = rh.next()?;
-            let (b, s) = decode_tid_parts(p, o)?;
-            (b, s, None)
+            let (b, sl) = decode_tid_parts(p, o)?;
+            drop(g);
+            walk_members(s, rb, rs, b, sl, None, None, &mut live, &mut f)
         }
-        ST_NORMAL if !rh.has_flag(F_HEAP_ONLY) => (rb, rs, None),
+        // the root is the first member: its block, as just reached, serves it (no second hop)
+        ST_NORMAL if !rh.has_flag(F_HEAP_ONLY) => walk_members(
+            s,
+            rb,
+            rs,
+            rb,
+            rs,
+            None,
+            Some((root, hwm, g)),
+            &mut live,
+            &mut f,
+        ),
         _ => return None,
     };
-    drop(g);
-    let r = walk_members(s, rb, rs, cb, cs, prior, &mut live, &mut f);
     if live {
         s.image.check_alive();
     }
     r
 }
 
+/// Walks the members from (cb, cs) on; `at` is block `cb` already reached (with its guard, if
+/// live), if the caller has it.
+#[allow(clippy::too_many_arguments)]
 fn walk_members(
     s: &mut ImgScan,
     rb: u32,
@@ -170,12 +183,16 @@ fn walk_members(
     mut cb: u32,
     mut cs: u32,
     mut prior: Option<u32>,
+    mut at: Option<(BlockRef, u32, Option<LwGuard>)>,
     live: &mut bool,
     f: &mut impl FnMut(u32, BlockRef, u32, &RowHdr) -> bool,
 ) -> Option<(u32, u32)> {
     let mut first = true;
     for _ in 0..1_000_000 {
-        let (blk, hwm, _g) = s.hop(cb)?;
+        let (blk, hwm, _g) = match at.take() {
+            Some(a) => a,
+            None => s.hop(cb)?,
+        };
         *live |= _g.is_some();
         if cs >= hwm {
             return None;
