@@ -21,6 +21,9 @@ pub static FREEZE_AFTER_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// `scoot.compact_below`: frozen blocks less full than this (fraction of their rows) are
 /// compacted in the background when their rows fit in fewer blocks; 0: never (sighup).
 pub static COMPACT_BELOW: GucSetting<f64> = GucSetting::<f64>::new(0.5);
+/// `scoot.index_fetch_cost`: planner cost added per row a parameterized index scan of a scoot table fetches
+/// (user; see `cost_index_fetches` in exec/customscan.c).
+pub static INDEX_FETCH_COST: GucSetting<f64> = GucSetting::<f64>::new(0.06);
 /// `scoot.checkpoint_interval`: the OLAP worker writes a checkpoint image from a snapshot this
 /// often (s) while scoot tables change, so crash recovery replays and the server keeps only the
 /// WAL since then; 0: images only at a clean shutdown (sighup).
@@ -191,6 +194,16 @@ pub fn define() {
         0.0,
         1.0,
         GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"scoot.index_fetch_cost",
+        c"Planner cost added for each row the inner index scan of a nested loop over a scoot table fetches (needs scoot.custom_scan).",
+        c"A row fetched by TID reads each of its columns from another place of its block and walks its version chain, where a scan reads column runs: several times a heap fetch, and several times a scanned row. With this the planner weighs nested loops that fetch many rows against hash joins over a scan. 0: PostgreSQL's own index costs.",
+        &INDEX_FETCH_COST,
+        0.0,
+        1.0e6,
+        GucContext::Userset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(

@@ -130,6 +130,13 @@ pub unsafe extern "C" fn scoot_scan_row_exact(scan: pg_sys::TableScanDesc) -> bo
     am::scan::row_exact(scan)
 }
 
+/// The planner cost added per row an index scan of a scoot table fetches
+/// (`scoot.index_fetch_cost`).
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_index_fetch_cost() -> f64 {
+    guc::INDEX_FETCH_COST.get()
+}
+
 /// Does a ScootScan filter the rows it hands a hash join (`scoot.join_filter`)?
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_join_filter_enabled() -> bool {
