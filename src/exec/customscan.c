@@ -1077,10 +1077,13 @@ make_path(PlannerInfo *root, RelOptInfo *rel, List *cols, bool all, int natts, i
  * sorts, where a cross-type operator without a commutator then fails in createplan.c
  * ("could not find commutator", the core suite's equivclass test).
  */
+static int	compare_total_cost(const ListCell *a, const ListCell *b);
+
 static void
 cost_index_fetches(RelOptInfo *rel, List *paths)
 {
 	double		per = scoot_index_fetch_cost();
+	bool		raised = false;
 	ListCell   *lc;
 
 	if (per <= 0)
@@ -1098,16 +1101,17 @@ cost_index_fetches(RelOptInfo *rel, List *paths)
 		if (p->parallel_workers > 0)
 			fetched /= p->parallel_workers + 1;
 		p->total_cost += fetched * per;
+		raised = true;
 	}
+	/* add_path keeps its lists in total-cost order: restore that */
+	if (raised)
+		list_sort(paths, compare_total_cost);
 }
 
 static int
 compare_total_cost(const ListCell *a, const ListCell *b)
 {
-	Cost		ca = ((Path *) lfirst(a))->total_cost;
-	Cost		cb = ((Path *) lfirst(b))->total_cost;
-
-	return ca < cb ? -1 : ca > cb ? 1 : 0;
+	return compare_path_costs(lfirst(a), lfirst(b), TOTAL_COST);
 }
 
 static void
@@ -1142,11 +1146,8 @@ scoot_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 	if (!is_scoot)
 		return;
 
-	/* add_path keeps its lists in total-cost order: restore that after raising some */
 	cost_index_fetches(rel, rel->pathlist);
 	cost_index_fetches(rel, rel->partial_pathlist);
-	list_sort(rel->pathlist, compare_total_cost);
-	list_sort(rel->partial_pathlist, compare_total_cost);
 
 	cols = needed_columns(rel, natts, &all, &sysattrs);
 	if (sysattrs)
