@@ -540,10 +540,10 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         (*f).vistest = std::ptr::null_mut();
         (*f).img = super::scan::new_holder(None);
         (*f).img_snap = std::ptr::null_mut();
-        let mut b = crate::storage::batch::Batch::default();
+        let mut b = crate::storage::batch::Batch::take();
         b.extend = Some(extend_fetched);
         b.ctx = f as *mut c_void;
-        (*f).batch = super::scan::new_holder(b);
+        (*f).batch = super::scan::new_holder_boxed(b);
         (*f).masked = false;
         (*f).eager = 0;
         f as *mut pg_sys::IndexFetchTableData
@@ -560,9 +560,9 @@ pub unsafe extern "C-unwind" fn index_fetch_end(data: *mut pg_sys::IndexFetchTab
     boundary(|| unsafe {
         let f = data as *mut IndexFetch;
         super::scan::drop_holder((*f).img);
-        if let Some(b) = (*(*f).batch).st.as_mut() {
+        if let Some(b) = super::scan::take_holder((*f).batch) {
             // slots still showing the last row take their values now
-            b.clear();
+            crate::storage::batch::Batch::recycle(b);
         }
         super::scan::drop_holder((*f).batch);
         pg_sys::pfree(data as *mut c_void)

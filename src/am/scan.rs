@@ -146,13 +146,26 @@ unsafe extern "C-unwind" fn holder_reset<T>(arg: *mut c_void) {
 }
 
 pub fn new_holder<T>(v: T) -> *mut Holder<T> {
+    new_holder_boxed(Box::new(v))
+}
+
+/// A holder of a value already boxed.
+pub fn new_holder_boxed<T>(b: Box<T>) -> *mut Holder<T> {
     unsafe {
         let h = pg_sys::palloc0(std::mem::size_of::<Holder<T>>()) as *mut Holder<T>;
-        (*h).st = Box::into_raw(Box::new(v));
+        (*h).st = Box::into_raw(b);
         (*h).cb.func = Some(holder_reset::<T>);
         (*h).cb.arg = h as *mut c_void;
         pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*h).cb);
         h
+    }
+}
+
+/// Takes the value out of a holder (which then drops nothing).
+pub fn take_holder<T>(h: *mut Holder<T>) -> Option<Box<T>> {
+    unsafe {
+        let st = std::mem::replace(&mut (*h).st, std::ptr::null_mut());
+        (!st.is_null()).then(|| Box::from_raw(st))
     }
 }
 
@@ -246,7 +259,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             page_end: 0,
             sample_started: false,
             img,
-            batch: Box::default(),
+            batch: Batch::take(),
             bidx: 0,
             td: (*rel).rd_att,
             pagemode: false,
@@ -286,7 +299,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
 pub unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
     boundary(|| unsafe {
         let s = scan as *mut ScootScan;
-        state(scan).batch.clear();
+        Batch::recycle(std::mem::take(&mut state(scan).batch));
         if (*s).base.rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
             pg_sys::UnregisterSnapshot((*s).base.rs_snapshot);
         }

@@ -51,6 +51,7 @@
 extern char *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
 extern double scoot_column_share(RelOptInfo *rel, int natts, bool *all);
 extern char *scoot_describe_filters(List *described);
+extern Oid scoot_btree_opfamily(Oid typ);
 
 /* Rust side (src/exec/mod.rs, src/exec/agg.rs) */
 extern bool scoot_custom_scan_enabled(void);
@@ -458,7 +459,7 @@ scoot_upper_paths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_
 		TargetEntry *tle = get_sortgroupclause_tle(sgc, parse->targetList);
 		Var		   *v = (Var *) tle->expr;
 		char	   *code;
-		Oid			opclass;
+		Oid			btree_opf;
 
 		if (!is_rel_var((Node *) v, relid))
 			return;
@@ -469,9 +470,9 @@ scoot_upper_paths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_
 			/* varchar compares with text's operators */
 			Oid			optype = v->vartype == VARCHAROID ? TEXTOID : v->vartype;
 
-			opclass = GetDefaultOpClass(optype, BTREE_AM_OID);
-			if (!OidIsValid(opclass) ||
-				get_opfamily_member(get_opclass_family(opclass), optype, optype,
+			btree_opf = scoot_btree_opfamily(optype);
+			if (!OidIsValid(btree_opf) ||
+				get_opfamily_member(btree_opf, optype, optype,
 									BTEqualStrategyNumber) != sgc->eqop)
 				return;
 		}

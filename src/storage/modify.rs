@@ -68,8 +68,11 @@ impl Drop for Locked {
             if !ranges.is_empty() {
                 if conflict == 0 && changes::deferring(self.ab) {
                     changes::stash(t, self.lb, self.ab, ranges);
-                } else if let Some(f) = unsafe { changes::LOG_BLOCK } {
-                    f(t, self.lb, self.ab, &ranges, conflict);
+                } else {
+                    if let Some(f) = unsafe { changes::LOG_BLOCK } {
+                        f(t, self.lb, self.ab, &ranges, conflict);
+                    }
+                    changes::recycle(ranges);
                 }
             }
         }

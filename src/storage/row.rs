@@ -220,8 +220,14 @@ fn spec_hash(specs: &[AttrSpec]) -> u64 {
 pub unsafe fn current_layout(rel: pg_sys::Relation, t: TableRef) -> Option<Rc<Layout>> {
     unsafe {
         let var_mask = t.entry().var_mask.load(Ordering::Acquire);
+        if let Some(h) = crate::storage::tabledir::cached_spec_hash(rel, t, var_mask) {
+            if let Some(l) = LAYOUTS.with(|m| m.borrow().get(&(t.id, t.gen, h)).cloned()) {
+                return Some(l);
+            }
+        }
         let specs = attr_specs((*rel).rd_att, var_mask);
         let key = (t.id, t.gen, spec_hash(&specs));
+        crate::storage::tabledir::cache_spec_hash(rel, t, var_mask, key.2);
         if let Some(l) = LAYOUTS.with(|m| m.borrow().get(&key).cloned()) {
             return Some(l);
         }

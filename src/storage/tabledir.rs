@@ -265,6 +265,33 @@ pub fn all() -> Vec<(TableRef, RelKey, u32)> {
 struct AmCache {
     key: RelKey,
     t: TableRef,
+    /// `row::current_layout`'s attribute-spec hash for `spec_mask` (`spec_set`: computed): the
+    /// specs follow from the tuple descriptor, which changes only with a relcache invalidation,
+    /// and that frees this cache
+    spec_set: bool,
+    spec_mask: u64,
+    spec_hash: u64,
+}
+
+/// The attribute-spec hash `row::current_layout` cached for `rel` (table `t`, `var_mask`).
+pub fn cached_spec_hash(rel: pg_sys::Relation, t: TableRef, var_mask: u64) -> Option<u64> {
+    unsafe {
+        let c = (*rel).rd_amcache as *const AmCache;
+        (!c.is_null() && (*c).spec_set && (*c).t == t && (*c).spec_mask == var_mask)
+            .then(|| (*c).spec_hash)
+    }
+}
+
+/// Caches `row::current_layout`'s attribute-spec hash for `rel` (once `resolve` cached `t`).
+pub fn cache_spec_hash(rel: pg_sys::Relation, t: TableRef, var_mask: u64, hash: u64) {
+    unsafe {
+        let c = (*rel).rd_amcache as *mut AmCache;
+        if !c.is_null() && (*c).t == t {
+            (*c).spec_set = true;
+            (*c).spec_mask = var_mask;
+            (*c).spec_hash = hash;
+        }
+    }
 }
 
 /// Resolves a relation to its table entry. A relation unknown to this server incarnation lost
@@ -355,6 +382,7 @@ pub fn resolve(rel: pg_sys::Relation) -> TableRef {
         };
         (*c).key = key;
         (*c).t = t;
+        (*c).spec_set = false;
         check_not_stale(rel, t);
         t
     }
