@@ -368,7 +368,8 @@ int_cross_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe,
 		strategy = 6 - strategy;
 	v = c->consttype == INT2OID ? DatumGetInt16(c->constvalue) :
 		c->consttype == INT4OID ? DatumGetInt32(c->constvalue) : DatumGetInt64(c->constvalue);
-	*describe = psprintf("%s %s '" INT64_FORMAT "'",
+	if (describe)
+		*describe = psprintf("%s %s '" INT64_FORMAT "'",
 						 column_name(r, var),
 						 strategy_op[strategy], v);
 	return psprintf("%d %d int " INT64_FORMAT, var->varattno, strategy, v);
@@ -404,7 +405,8 @@ date_timestamp_filter(RelOptInfo *rel, OpExpr *op, Var *var, Const *c, bool comm
 	ce = fl + (ts % USECS_PER_DAY != 0 ? 1 : 0);
 	if (strategy == 3 && fl != ce)
 		return NULL;
-	*describe = psprintf("%s %s %s",
+	if (describe)
+		*describe = psprintf("%s %s %s",
 						 column_name(r, var),
 						 strategy_op[strategy],
 						 quote_literal_cstr(DatumGetCString(DirectFunctionCall1(timestamp_out, c->constvalue))));
@@ -465,7 +467,8 @@ float_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe, Rel
 		bool		varlena;
 
 		getTypeOutputInfo(c->consttype, &out, &varlena);
-		*describe = psprintf("%s %s %s", column_name(r, var), strategy_name(strategy),
+		if (describe)
+			*describe = psprintf("%s %s %s", column_name(r, var), strategy_name(strategy),
 							 quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue)));
 	}
 	return psprintf("%d %d float %016llx", var->varattno, strategy, (unsigned long long) bits.u);
@@ -498,7 +501,8 @@ column_pair_filter(RelOptInfo *rel, OpExpr *op, Var *a, Var *b, char **describe,
 			strategy = k;
 	if (strategy == 0)
 		return NULL;
-	*describe = psprintf("%s %s %s", column_name(r, a), strategy_op[strategy], column_name(r, b));
+	if (describe)
+		*describe = psprintf("%s %s %s", column_name(r, a), strategy_op[strategy], column_name(r, b));
 	return psprintf("%d %d col %d", a->varattno, strategy, b->varattno);
 }
 
@@ -628,7 +632,8 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		bool		varlena;
 
 		getTypeOutputInfo(typ, &out, &varlena);
-		*describe = psprintf("%s %s %s",
+		if (describe)
+			*describe = psprintf("%s %s %s",
 							 column_name(r, var),
 							 strategy_name(strategy),
 							 quote_literal_cstr(OidOutputFunctionCall(out, c->constvalue)));
@@ -793,7 +798,8 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		{
 			if (commuted)
 				st = 6 - st;
-			*describe = psprintf("%s %s %s", column_name(r, var), names[st],
+			if (describe)
+				*describe = psprintf("%s %s %s", column_name(r, var), names[st],
 								 quote_literal_cstr(text_to_cstring(t)));
 			return psprintf("%d %d %s %s", var->varattno, st, tname,
 							hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
@@ -803,7 +809,8 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		return NULL;
 	if (op->opno == char_eq_operator(var->vartype) && c->consttype == char_const_type(var->vartype))
 	{
-		*describe = psprintf("%s = %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
+		if (describe)
+			*describe = psprintf("%s = %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
 		return psprintf("%d 3 %s %s", var->varattno, tname,
 						hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
 	}
@@ -811,7 +818,8 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		op->opno == get_negator(char_eq_operator(var->vartype)) &&
 		c->consttype == char_const_type(var->vartype))
 	{
-		*describe = psprintf("%s <> %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
+		if (describe)
+			*describe = psprintf("%s <> %s", column_name(r, var), quote_literal_cstr(text_to_cstring(t)));
 		return psprintf("%d %d %s %s", var->varattno, SCOOT_STRATEGY_NE, tname,
 						hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
 	}
@@ -839,7 +847,8 @@ char_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 			if (p[i] == '%')
 				pcts++;
 		}
-		*describe = psprintf("%s %sLIKE %s", column_name(r, var), neg ? "NOT " : "",
+		if (describe)
+			*describe = psprintf("%s %sLIKE %s", column_name(r, var), neg ? "NOT " : "",
 							 quote_literal_cstr(text_to_cstring(t)));
 		if (!neg && len >= 2 && pcts == 1 && p[len - 1] == '%')
 			return psprintf("%d 9 bytes %s", var->varattno, hex_of(p, len - 1, false));
@@ -882,7 +891,8 @@ char_in_filter(ScalarArrayOpExpr *sa, Var *var, Const *c, char **describe, Relat
 						 hex_of(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), var->vartype == BPCHAROID));
 		appendStringInfo(&desc, "%s%s", desc.len > 0 ? ", " : "", quote_literal_cstr(text_to_cstring(t)));
 	}
-	*describe = psprintf("%s IN (%s)", column_name(r, var), desc.data);
+	if (describe)
+		*describe = psprintf("%s IN (%s)", column_name(r, var), desc.data);
 	return psprintf("%d 8 %s %s", var->varattno, char_filter_type(var->vartype),
 					vals.len > 0 ? vals.data : "-");
 }
@@ -892,6 +902,7 @@ char_in_filter(ScalarArrayOpExpr *sa, Var *var, Const *c, char **describe, Relat
  * "column = ANY (constant array)" / "column IN (constants)" with the type's btree equality
  * (strategy 8, value a comma-separated list; NULL elements match nothing and are left out, an
  * element the column's scale cannot hold exactly cannot equal a stored value either).
+ * `describe` (may be NULL: not wanted) receives the filter as EXPLAIN shows it.
  */
 char *
 scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
@@ -904,7 +915,8 @@ scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		if (nt->argisrow || !IsA(var, Var) || var->varno != (int) rel->relid ||
 			var->varattno <= 0 || var->varlevelsup != 0)
 			return NULL;
-		*describe = psprintf("%s IS %sNULL", column_name(r, var),
+		if (describe)
+			*describe = psprintf("%s IS %sNULL", column_name(r, var),
 							 nt->nulltesttype == IS_NULL ? "" : "NOT ");
 		return psprintf("%d %d null -", var->varattno, nt->nulltesttype == IS_NULL ? 6 : 7);
 	}
@@ -966,7 +978,8 @@ scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 			appendStringInfo(&desc, "%s%s", desc.len > 0 ? ", " : "",
 							 quote_literal_cstr(OidOutputFunctionCall(out, elems[i])));
 		}
-		*describe = psprintf("%s IN (%s)", column_name(r, var), desc.data);
+		if (describe)
+			*describe = psprintf("%s IN (%s)", column_name(r, var), desc.data);
 		return psprintf("%d 8 %s %s", var->varattno, tname, vals.len > 0 ? vals.data : "-");
 	}
 	{
@@ -1374,7 +1387,6 @@ runtime_filter_encode(ScootScanState *s, int i, Datum v, bool isnull)
 	bool		byval;
 	Const	   *c;
 	RelOptInfo	rel;
-	char	   *d = NULL;
 
 	if (isnull)
 		return NULL;
@@ -1385,7 +1397,8 @@ runtime_filter_encode(ScootScanState *s, int i, Datum v, bool isnull)
 	/* scoot_block_filter checks the column belongs to `rel` (as planned) and reads nothing else */
 	memset(&rel, 0, sizeof(rel));
 	rel.relid = ((Var *) var)->varno;
-	return scoot_block_filter(&rel, (Expr *) &with, &d, s->css.ss.ss_currentRelation);
+	/* no description: EXPLAIN shows the planned clause, and building one costs per execution */
+	return scoot_block_filter(&rel, (Expr *) &with, NULL, s->css.ss.ss_currentRelation);
 }
 
 /* Hands the scan its block filters: the planned ones, and the runtime ones evaluated now. */
