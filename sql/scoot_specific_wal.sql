@@ -18,8 +18,9 @@ INSERT INTO wt SELECT i, i, 'p' || i FROM generate_series(1, 100) i;
 -- pruning needs the superseded versions to be dead to every transaction: wait (at most 10 s)
 -- until no other backend holds back the xmin horizon (autovacuum may, for a moment)
 \set horizon_free 'DO $$ BEGIN FOR i IN 1..200 LOOP PERFORM pg_stat_clear_snapshot(); EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()); PERFORM pg_sleep(0.05); END LOOP; END $$'
--- at most one record of each type, and at least one BLOCK record
-\set onerec 'SELECT count(*) FILTER (WHERE record_type = ''BLOCK'') = 1 AS one_block, count(*) FILTER (WHERE record_type = ''CONFLICT'') <= 1 AS one_conflict, count(*) FILTER (WHERE record_type NOT IN (''BLOCK'', ''CONFLICT'')) = 0 AS nothing_else FROM pg_get_wal_records_info(:''a'', pg_current_wal_flush_lsn()) WHERE resource_manager = ''pg_scoot'''
+-- exactly one record: the block's, carrying the conflict xid (BLOCK+CONFLICT; a separate CONFLICT
+-- record before the BLOCK record until b378e7c)
+\set onerec 'SELECT count(*) FILTER (WHERE record_type = ''BLOCK+CONFLICT'') = 1 AS one_record, count(*) FILTER (WHERE record_type = ''CONFLICT'') = 0 AS no_conflict_record, count(*) FILTER (WHERE record_type <> ''BLOCK+CONFLICT'') = 0 AS nothing_else FROM pg_get_wal_records_info(:''a'', pg_current_wal_flush_lsn()) WHERE resource_manager = ''pg_scoot'''
 
 -- a HOT update within one block: one BLOCK record
 SELECT pg_current_wal_insert_lsn() AS a \gset
@@ -59,8 +60,8 @@ SELECT count(*), sum(v), sum(length(pad)) FROM wt;
 SELECT id, v, length(pad) FROM wt WHERE id IN (7, 9, 11, 12, 30, 40, 1007, 2000) ORDER BY id;
 
 -- opportunistic pruning (a scan entering a block with at least 64 superseded versions) removes
--- the dead versions of every chain of the block under one exclusive lock: one CONFLICT and one
--- BLOCK record for the block (each chain's redirect and each freed version wrote its own pair
+-- the dead versions of every chain of the block under one exclusive lock: one BLOCK+CONFLICT
+-- record for the block (each chain's redirect and each freed version wrote its own records
 -- before: ten chains and seventy freed versions here). Seven updates of every row: the
 -- seventh one's scan saw 60 superseded versions (no pruning yet), the SELECT sees 70.
 CREATE TABLE wp (id int PRIMARY KEY, v int) USING scoot WITH (autovacuum_enabled = off);
