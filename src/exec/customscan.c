@@ -434,8 +434,7 @@ date_timestamp_filter(RelOptInfo *rel, OpExpr *op, Var *var, Const *c, bool comm
 static char *
 float_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe, Relation r)
 {
-	Oid			btree_opf = scoot_btree_opfamily(var->vartype);
-	Oid			opfamily;
+	Oid			opfamily = scoot_btree_opfamily(var->vartype);
 	int			strategy = 0,
 				k;
 	double		v;
@@ -445,9 +444,8 @@ float_filter(OpExpr *op, Var *var, Const *c, bool commuted, char **describe, Rel
 		uint64		u;
 	}			bits;
 
-	if (!OidIsValid(btree_opf))
+	if (!OidIsValid(opfamily))
 		return NULL;
-	opfamily = btree_opf;
 	for (k = 1; k <= 5; k++)
 		if (get_opfamily_member(opfamily, commuted ? c->consttype : var->vartype,
 								commuted ? var->vartype : c->consttype, k) == op->opno)
@@ -516,7 +514,6 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 	Const	   *c;
 	Oid			opno,
 				typ,
-				btree_opf,
 				opfamily;
 	int			strategy = 0,
 				k;
@@ -571,10 +568,9 @@ comparison_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 		default: return NULL;
 	}
 	opno = op->opno;
-	btree_opf = scoot_btree_opfamily(typ);
-	if (!OidIsValid(btree_opf))
+	opfamily = scoot_btree_opfamily(typ);
+	if (!OidIsValid(opfamily))
 		return NULL;
-	opfamily = btree_opf;
 	for (k = 1; k <= 5; k++)
 		if (get_opfamily_member(opfamily, typ, typ, k) == opno)
 			strategy = k;
@@ -1083,6 +1079,13 @@ make_path(PlannerInfo *root, RelOptInfo *rel, List *cols, bool all, int natts, i
 	return cp;
 }
 
+/* list_sort order of add_path's lists */
+static int
+compare_total_cost(const ListCell *a, const ListCell *b)
+{
+	return compare_path_costs(lfirst(a), lfirst(b), TOTAL_COST);
+}
+
 /*
  * Index fetches cost more on scoot than PostgreSQL's index costing assumes.
  *
@@ -1103,8 +1106,6 @@ make_path(PlannerInfo *root, RelOptInfo *rel, List *cols, bool all, int natts, i
  * sorts, where a cross-type operator without a commutator then fails in createplan.c
  * ("could not find commutator", the core suite's equivclass test).
  */
-static int	compare_total_cost(const ListCell *a, const ListCell *b);
-
 static void
 cost_index_fetches(RelOptInfo *rel, List *paths)
 {
@@ -1132,12 +1133,6 @@ cost_index_fetches(RelOptInfo *rel, List *paths)
 	/* add_path keeps its lists in total-cost order: restore that */
 	if (raised)
 		list_sort(paths, compare_total_cost);
-}
-
-static int
-compare_total_cost(const ListCell *a, const ListCell *b)
-{
-	return compare_path_costs(lfirst(a), lfirst(b), TOTAL_COST);
 }
 
 static void
