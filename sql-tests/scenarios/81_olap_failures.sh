@@ -26,7 +26,7 @@ case "$why" in *userfaultfd*) ;; *) soft_fail "the reason does not mention userf
 grep -q "snapshot method software (userfaultfd unavailable" "$PGHOST/server.log" ||
   soft_fail "the server log does not say why the worker uses software"
 q -c "CREATE TABLE dn (id int PRIMARY KEY, v int) USING scoot" -c "INSERT INTO dn SELECT g, g FROM generate_series(1, 10000) g"
-r=$(qo -c "SELECT count(*), sum(v) FROM dn" 2>&1)
+r=$(OLAP_OPTS="-c scoot.snapshot_max_age=0" qo -c "SELECT count(*), sum(v) FROM dn" 2>&1)
 [ "$r" = "10000|50005000" ] || soft_fail "snapshot query under software fallback returned '$r'"
 [ "$(stat snapshots_taken)" -ge 1 ] || soft_fail "no snapshot taken under software fallback"
 stop_cluster
