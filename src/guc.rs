@@ -23,7 +23,7 @@ pub static FREEZE_AFTER_MS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub static COMPACT_BELOW: GucSetting<f64> = GucSetting::<f64>::new(0.5);
 /// `scoot.index_fetch_cost`: planner cost added per row a parameterized index scan of a scoot table fetches
 /// (user; see `cost_index_fetches` in exec/customscan.c).
-pub static INDEX_FETCH_COST: GucSetting<f64> = GucSetting::<f64>::new(0.06);
+pub static INDEX_FETCH_COST: GucSetting<f64> = GucSetting::<f64>::new(0.3);
 /// `scoot.checkpoint_interval`: the OLAP worker writes a checkpoint image from a snapshot this
 /// often (s) while scoot tables change, so crash recovery replays and the server keeps only the
 /// WAL since then; 0: images only at a clean shutdown (sighup).
