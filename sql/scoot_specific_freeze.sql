@@ -11,10 +11,9 @@ SET max_parallel_workers_per_gather = 0;
 -- an OLAP snapshot an earlier test read holds back the horizon blocks freeze to until the worker
 -- drops it (10 s after its last reader): wait for that
 DO $$ BEGIN FOR i IN 1..400 LOOP EXIT WHEN NOT EXISTS (SELECT FROM scoot.snapshots); PERFORM pg_sleep(0.05); END LOOP; END $$;
--- freezing also needs every row version visible to all: wait (at most 10 s) until no other backend
--- holds the xmin horizon back (autovacuum on an earlier test's table did, once) before each
--- freeze that must succeed
-\set horizon_free 'DO $$ BEGIN FOR i IN 1..200 LOOP PERFORM pg_stat_clear_snapshot(); EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()); PERFORM pg_sleep(0.05); END LOOP; END $$'
+-- freezing also needs every row version visible to all: CALL wait_horizon_free() (setup.sql)
+-- before each freeze that must succeed (autovacuum on an earlier test's table held the horizon
+-- back once)
 
 CREATE TABLE fz (id int PRIMARY KEY, g int, t text, v varchar(40), n numeric(10,2), b bytea) USING scoot
   WITH (autovacuum_enabled = off);
@@ -32,7 +31,7 @@ CREATE VIEW fz_diff AS
          (SELECT md5(string_agg(h::text, ',' ORDER BY id)) FROM fz_h h) AS same_as_heap;
 
 SELECT temperature, blocks > 1 AS several, rows FROM scoot.blocks WHERE relation = 'fz'::regclass ORDER BY 1;
-:horizon_free;
+CALL wait_horizon_free();
 SELECT scoot.freeze('fz') > 1 AS froze_several;
 SELECT temperature, blocks > 1 AS several, rows FROM scoot.blocks WHERE relation = 'fz'::regclass ORDER BY 1;
 SELECT scoot.freeze('fz') AS nothing_left;
@@ -56,14 +55,14 @@ SELECT temperature, blocks FROM scoot.blocks WHERE relation = 'fz'::regclass AND
 SELECT blocks_thawed > :thawed_before AS thaw_counted FROM scoot.freeze_stats;
 -- the old version's block holds a superseded version: scoot.freeze prunes it (as VACUUM's first
 -- pass does) and freezes the block; the new version's block freezes at once
-:horizon_free;
+CALL wait_horizon_free();
 SELECT scoot.freeze('fz');
 SELECT * FROM fz_diff;
 SET enable_seqscan = off;
 SELECT id, g, t FROM fz WHERE id BETWEEN 99 AND 101 ORDER BY id;
 RESET enable_seqscan;
 VACUUM fz;
-:horizon_free;
+CALL wait_horizon_free();
 SELECT scoot.freeze('fz');
 SELECT temperature, blocks > 1 AS several FROM scoot.blocks WHERE relation = 'fz'::regclass AND blocks > 0;
 -- VACUUM leaves frozen blocks frozen
@@ -81,7 +80,7 @@ SELECT count(*) FROM fz WHERE v = 'rolled back';
 
 -- uncommitted rows and running row locks keep a block from freezing
 VACUUM fz;
-:horizon_free;
+CALL wait_horizon_free();
 SELECT scoot.freeze('fz') >= 1 AS refrozen;
 BEGIN;
 SELECT id FROM fz WHERE id = 7 FOR SHARE;
@@ -89,18 +88,18 @@ SELECT temperature, blocks FROM scoot.blocks WHERE relation = 'fz'::regclass AND
 SELECT scoot.freeze('fz');
 COMMIT;
 -- the lock's transaction ended: the block freezes (its finished lock is cleared)
-:horizon_free;
+CALL wait_horizon_free();
 SELECT scoot.freeze('fz');
 BEGIN;
 INSERT INTO fz VALUES (40000, 1, 'new', 'new', 1, NULL);
 SELECT scoot.freeze('fz');
 ROLLBACK;
 -- the aborted row is dead: pruned, then the block freezes
-:horizon_free;
+CALL wait_horizon_free();
 SELECT scoot.freeze('fz');
 SELECT * FROM fz_diff;
 VACUUM fz;
-:horizon_free;
+CALL wait_horizon_free();
 SELECT scoot.freeze('fz');
 SELECT temperature FROM scoot.blocks WHERE relation = 'fz'::regclass AND blocks > 0;
 
@@ -115,7 +114,7 @@ SELECT * FROM fz_diff;
 
 -- a column added after freezing: old frozen blocks give its default
 VACUUM fz;
-:horizon_free;
+CALL wait_horizon_free();
 SELECT scoot.freeze('fz') >= 1 AS refrozen;
 ALTER TABLE fz ADD COLUMN extra int DEFAULT 42;
 ALTER TABLE fz_h ADD COLUMN extra int DEFAULT 42;

@@ -15,9 +15,8 @@ INSERT INTO wt SELECT i, i, 'p' || i FROM generate_series(1, 100) i;
 -- the pg_scoot records a statement wrote: its start LSN, the statement (committed, so its WAL
 -- is flushed and readable), then pg_get_wal_records_info from there
 \set walrecs 'SELECT record_type, count(*) AS n, max(record_length) < 400 AS small FROM pg_get_wal_records_info(:''a'', pg_current_wal_flush_lsn()) WHERE resource_manager = ''pg_scoot'' GROUP BY 1 ORDER BY 1'
--- pruning needs the superseded versions to be dead to every transaction: wait (at most 10 s)
--- until no other backend holds back the xmin horizon (autovacuum may, for a moment)
-\set horizon_free 'DO $$ BEGIN FOR i IN 1..200 LOOP PERFORM pg_stat_clear_snapshot(); EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()); PERFORM pg_sleep(0.05); END LOOP; END $$'
+-- pruning needs the superseded versions to be dead to every transaction: CALL
+-- wait_horizon_free() (setup.sql) before it
 -- exactly one record: the block's, carrying the conflict xid (BLOCK+CONFLICT; a separate CONFLICT
 -- record before the BLOCK record until b378e7c)
 \set onerec 'SELECT count(*) FILTER (WHERE record_type = ''BLOCK+CONFLICT'') = 1 AS one_record, count(*) FILTER (WHERE record_type = ''CONFLICT'') = 0 AS no_conflict_record, count(*) FILTER (WHERE record_type <> ''BLOCK+CONFLICT'') = 0 AS nothing_else FROM pg_get_wal_records_info(:''a'', pg_current_wal_flush_lsn()) WHERE resource_manager = ''pg_scoot'''
@@ -65,7 +64,7 @@ SELECT id, v, length(pad) FROM wt WHERE id IN (7, 9, 11, 12, 30, 40, 1007, 2000)
 -- before: ten chains and seventy freed versions here). Seven updates of every row: the
 -- seventh one's scan saw 60 superseded versions (no pruning yet), the SELECT sees 70.
 -- The background freezer prunes a block before it freezes it: it is kept out of the way here (a
--- block it pruned while :horizon_free waited left the scan nothing to prune, and no record).
+-- block it pruned while wait_horizon_free() waited left the scan nothing to prune, and no record).
 ALTER SYSTEM SET scoot.freeze_after = -1;
 SELECT pg_reload_conf();
 CREATE TABLE wp (id int PRIMARY KEY, v int) USING scoot WITH (autovacuum_enabled = off);
@@ -73,7 +72,7 @@ INSERT INTO wp SELECT i, 0 FROM generate_series(1, 10) i;
 SELECT 'UPDATE wp SET v = v + 1' FROM generate_series(1, 7) \gexec
 SET scoot.custom_scan = off;
 SELECT live_rows, dead_rows FROM scoot.arena_tables WHERE relation = 'wp'::regclass;
-:horizon_free;
+CALL wait_horizon_free();
 SELECT pg_current_wal_insert_lsn() AS a \gset
 -- (in a transaction with an xid, whose commit flushes the WAL for pg_walinspect to read it)
 BEGIN;
@@ -91,7 +90,7 @@ SET enable_seqscan = off;
 SET enable_bitmapscan = off;
 SELECT 'UPDATE wp SET v = v + 1 WHERE id = 1' FROM generate_series(1, 7) \gexec
 SELECT dead_rows AS dead_before FROM scoot.arena_tables WHERE relation = 'wp'::regclass \gset
-:horizon_free;
+CALL wait_horizon_free();
 SELECT pg_current_wal_insert_lsn() AS a \gset
 BEGIN;
 SELECT txid_current() > 0 AS has_xid;
