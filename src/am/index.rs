@@ -743,7 +743,7 @@ unsafe fn fetch_image_ready(
             return false;
         };
         ffi::pgstat_count_pages_hit(rel, 1);
-        let snap = s.image.snap;
+        let xids = mvcc::ImageXids::new(s.image.snap);
         // the columns the plan reads are known: a one-row batch with just those (the others
         // NULL), filled now from the image's block, never extended later
         let batch: *mut crate::storage::batch::Batch = (*f.batch).st;
@@ -754,7 +754,7 @@ unsafe fn fetch_image_ready(
         let (td, relid) = ((*rel).rd_att, (*rel).rd_id);
         let natts = (*td).natts as usize;
         let found = super::snapread::walk_chain(s, rb, rs, |lb, blk, sl, h| {
-            if mvcc::visible(h, snap) {
+            if xids.visible(h) {
                 if lazy {
                     crate::storage::slot::store_one_row(
                         slot, batch, blk, lb, sl, h, td, natts, relid,

@@ -687,7 +687,7 @@ unsafe fn collect_block(
                 return;
             };
             ffi::pgstat_count_pages_hit(rel, block_pages(st.t, lb, b.hwm));
-            let snap = im.image.snap;
+            let xids = mvcc::ImageXids::new(im.image.snap);
             let batch = &mut st.batch;
             let (filters, skipped) = (&st.filters, &mut st.zone_skipped);
             im.with_block(b.ab, |blk| {
@@ -705,7 +705,7 @@ unsafe fn collect_block(
                         let h = blk.row(sl);
                         if h.state() == ST_NORMAL
                             && (!ranged || (lo..=hi).contains(&ordinal(lb, sl)))
-                            && (b.all_visible || mvcc::visible_no_hints(h, snap))
+                            && (b.all_visible || xids.visible(h))
                         {
                             batch.push(sl, h);
                         }

@@ -20,6 +20,8 @@ use std::sync::atomic::Ordering;
 pub struct ImgScan {
     pub image: Rc<Image>,
     pub table: Rc<TableImage>,
+    /// visibility under the image's snapshot
+    pub xids: mvcc::ImageXids,
     /// the block a sequential scan is on (allocated when first needed: index fetches use the
     /// backend's cache instead)
     buf: Option<BlockBuf>,
@@ -28,6 +30,7 @@ pub struct ImgScan {
 impl ImgScan {
     pub fn new(image: Rc<Image>, table: Rc<TableImage>) -> ImgScan {
         ImgScan {
+            xids: mvcc::ImageXids::new(image.snap),
             image,
             table,
             buf: None,
@@ -100,7 +103,7 @@ impl ImgScan {
     /// Is row `h` of block `lb` visible to the image?
     #[inline]
     pub fn visible(&self, all_visible: bool, h: &RowHdr) -> bool {
-        all_visible || mvcc::visible_no_hints(h, self.image.snap)
+        all_visible || self.xids.visible(h)
     }
 }
 
@@ -227,8 +230,8 @@ fn walk_members(
 
 /// The chain member the image sees (for bitmap scans).
 pub fn chain_visible(s: &mut ImgScan, rb: u32, rs: u32) -> Option<(u32, u32)> {
-    let snap = s.image.snap;
-    walk_chain(s, rb, rs, |_, _, _, h| mvcc::visible_no_hints(h, snap))
+    let xids = mvcc::ImageXids::new(s.image.snap);
+    walk_chain(s, rb, rs, |_, _, _, h| xids.visible(h))
 }
 
 /// Copies row (lb, slot) of the image into `slot` if the image sees it.
@@ -246,7 +249,7 @@ pub unsafe fn fetch(
         return false;
     }
     let h = blk.row(sl);
-    if h.state() != ST_NORMAL || !mvcc::visible_no_hints(h, s.image.snap) {
+    if h.state() != ST_NORMAL || !s.xids.visible(h) {
         return false;
     }
     unsafe { super::store_row(rel, blk, lb, sl, slot) };

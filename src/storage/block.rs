@@ -79,13 +79,6 @@ pub const TID_OFFSETS_PER_PAGE: u32 = 291;
 
 pub const NO_SLOT: u32 = u32::MAX;
 
-/// Set while this process checks visibility for an OLAP snapshot image on a *live* block (read
-/// in place because no writer changed it since the snapshot): hint bits are then not set. A hint
-/// is only a cache of commit status, and setting one is a write that saves the page's pre-image
-/// for the live snapshots — an image reader filling the pre-image pool with its own hint writes
-/// would get its snapshot abandoned.
-pub static NO_HINTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 #[repr(C)]
 pub struct BlockHeader {
     pub magic: u32,
@@ -310,7 +303,7 @@ impl RowHdr {
     /// saved first for live OLAP snapshots.
     #[inline]
     pub fn set_hint(&self, bits: u16) {
-        if self.infomask() & bits != bits && !NO_HINTS.load(Ordering::Relaxed) {
+        if self.infomask() & bits != bits {
             crate::storage::cow::before_write(&self.infomask as *const AtomicU16 as *const u8, 2);
             self.infomask.fetch_or(bits, Ordering::Relaxed);
         }

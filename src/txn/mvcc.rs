@@ -131,15 +131,122 @@ pub fn update_xid(h: &RowHdr) -> u32 {
     }
 }
 
+/// The transaction-status questions heap's MVCC rules ask, answered for a live read
+/// ([`LiveXids`]: PostgreSQL's functions, hint bits set) or for an OLAP image ([`ImageXids`]).
+trait XidOracle {
+    /// may the rules set hint bits on the row?
+    const HINTS: bool;
+    fn is_current(&self, x: u32) -> bool;
+    fn in_snapshot(&self, x: u32) -> bool;
+    fn did_commit(&self, x: u32) -> bool;
+}
+
+struct LiveXids(pg_sys::Snapshot);
+
+impl XidOracle for LiveXids {
+    const HINTS: bool = true;
+    #[inline]
+    fn is_current(&self, x: u32) -> bool {
+        is_current(x)
+    }
+    #[inline]
+    fn in_snapshot(&self, x: u32) -> bool {
+        in_snapshot(x, self.0)
+    }
+    #[inline]
+    fn did_commit(&self, x: u32) -> bool {
+        did_commit(x)
+    }
+}
+
+/// TransactionIdPrecedes in Rust (transam.c): plain comparison when either id is special,
+/// modulo-2^32 otherwise.
+#[inline]
+pub fn precedes_raw(a: u32, b: u32) -> bool {
+    const FIRST_NORMAL: u32 = 3; // FirstNormalTransactionId
+    if a < FIRST_NORMAL || b < FIRST_NORMAL {
+        return a < b;
+    }
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// Transaction status as an OLAP image's MVCC snapshot sees it. Rows in an image were written
+/// before its snapshot, so most of their xids precede the snapshot's xmin: such an xid is
+/// neither running in the snapshot (XidInMVCCSnapshot's first test) nor one of the reading
+/// transaction's own (a transaction's xids are assigned while it runs, so one that ran before
+/// the image's snapshot was taken is at or above its xmin). Those two questions are then
+/// answered here without a call into PostgreSQL; the rest (and every commit-status lookup) go
+/// to PostgreSQL's functions. No hint bits are set: an image may be read from a *live* block
+/// that no writer changed since the snapshot, and a hint is a write that saves the page's
+/// pre-image for the live snapshots (an image reader filling the pre-image pool with its own
+/// hint writes would get its snapshot abandoned).
+pub struct ImageXids {
+    snap: pg_sys::Snapshot,
+    xmin: u32,
+    xmax: u32,
+}
+
+impl ImageXids {
+    pub fn new(snap: pg_sys::Snapshot) -> ImageXids {
+        unsafe {
+            ImageXids {
+                snap,
+                xmin: (*snap).xmin.into_inner(),
+                xmax: (*snap).xmax.into_inner(),
+            }
+        }
+    }
+
+    /// Is row `h` visible to the image's snapshot? (Callers skip this for all-visible blocks.)
+    #[inline]
+    pub fn visible(&self, h: &RowHdr) -> bool {
+        mvcc_rules(h, self, unsafe { (*self.snap).curcid })
+    }
+}
+
+impl XidOracle for ImageXids {
+    const HINTS: bool = false;
+    #[inline]
+    fn is_current(&self, x: u32) -> bool {
+        !precedes_raw(x, self.xmin) && is_current(x)
+    }
+    #[inline]
+    fn in_snapshot(&self, x: u32) -> bool {
+        if precedes_raw(x, self.xmin) {
+            return false;
+        }
+        if !precedes_raw(x, self.xmax) {
+            return true;
+        }
+        in_snapshot(x, self.snap)
+    }
+    #[inline]
+    fn did_commit(&self, x: u32) -> bool {
+        did_commit(x)
+    }
+}
+
+#[inline]
+fn hint<X: XidOracle>(h: &RowHdr, bits: u16) {
+    if X::HINTS {
+        h.set_hint(bits);
+    }
+}
+
 /// MVCC snapshot visibility (HeapTupleSatisfiesMVCC).
 pub fn satisfies_mvcc(h: &RowHdr, snap: pg_sys::Snapshot) -> bool {
+    mvcc_rules(h, &LiveXids(snap), unsafe { (*snap).curcid })
+}
+
+/// HeapTupleSatisfiesMVCC's rules, the status questions asked through `o`.
+#[inline]
+fn mvcc_rules<X: XidOracle>(h: &RowHdr, o: &X, curcid: u32) -> bool {
     let m = h.infomask();
-    let curcid = unsafe { (*snap).curcid };
     if !xmin_committed(m) {
         if xmin_invalid(m) {
             return false;
         }
-        if is_current(h.xmin) {
+        if o.is_current(h.xmin) {
             if cmin(h) >= curcid {
                 return false;
             }
@@ -148,25 +255,25 @@ pub fn satisfies_mvcc(h: &RowHdr, snap: pg_sys::Snapshot) -> bool {
             }
             if m & HEAP_XMAX_IS_MULTI != 0 {
                 let x = update_xid(h);
-                if !is_current(x) {
+                if !o.is_current(x) {
                     return true;
                 }
                 return cmax(h) >= curcid;
             }
-            if !is_current(h.xmax) {
-                h.set_hint(HEAP_XMAX_INVALID);
+            if !o.is_current(h.xmax) {
+                hint::<X>(h, HEAP_XMAX_INVALID);
                 return true;
             }
             return cmax(h) >= curcid;
-        } else if in_snapshot(h.xmin, snap) {
+        } else if o.in_snapshot(h.xmin) {
             return false;
-        } else if did_commit(h.xmin) {
-            h.set_hint(HEAP_XMIN_COMMITTED);
+        } else if o.did_commit(h.xmin) {
+            hint::<X>(h, HEAP_XMIN_COMMITTED);
         } else {
-            h.set_hint(HEAP_XMIN_INVALID);
+            hint::<X>(h, HEAP_XMIN_INVALID);
             return false;
         }
-    } else if !xmin_frozen(m) && in_snapshot(h.xmin, snap) {
+    } else if !xmin_frozen(m) && o.in_snapshot(h.xmin) {
         return false;
     }
     let m = h.infomask();
@@ -175,27 +282,27 @@ pub fn satisfies_mvcc(h: &RowHdr, snap: pg_sys::Snapshot) -> bool {
     }
     if m & HEAP_XMAX_IS_MULTI != 0 {
         let x = update_xid(h);
-        if is_current(x) {
+        if o.is_current(x) {
             return cmax(h) >= curcid;
         }
-        if in_snapshot(x, snap) {
+        if o.in_snapshot(x) {
             return true;
         }
-        return !did_commit(x);
+        return !o.did_commit(x);
     }
     if m & HEAP_XMAX_COMMITTED == 0 {
-        if is_current(h.xmax) {
+        if o.is_current(h.xmax) {
             return cmax(h) >= curcid;
         }
-        if in_snapshot(h.xmax, snap) {
+        if o.in_snapshot(h.xmax) {
             return true;
         }
-        if !did_commit(h.xmax) {
-            h.set_hint(HEAP_XMAX_INVALID);
+        if !o.did_commit(h.xmax) {
+            hint::<X>(h, HEAP_XMAX_INVALID);
             return true;
         }
-        h.set_hint(HEAP_XMAX_COMMITTED);
-    } else if in_snapshot(h.xmax, snap) {
+        hint::<X>(h, HEAP_XMAX_COMMITTED);
+    } else if o.in_snapshot(h.xmax) {
         return true;
     }
     false
@@ -398,16 +505,6 @@ pub fn visible(h: &RowHdr, snap: pg_sys::Snapshot) -> bool {
     }
 }
 
-/// [`visible`] without setting hint bits (OLAP image reads of live blocks, see
-/// `block::NO_HINTS`).
-pub fn visible_no_hints(h: &RowHdr, snap: pg_sys::Snapshot) -> bool {
-    use std::sync::atomic::Ordering;
-    let was = crate::storage::block::NO_HINTS.swap(true, Ordering::Relaxed);
-    let v = visible(h, snap);
-    crate::storage::block::NO_HINTS.store(was, Ordering::Relaxed);
-    v
-}
-
 /// HeapTupleSatisfiesUpdate: can the row version be updated/deleted/locked by command `curcid`?
 /// `has_next` distinguishes an update (newer version exists) from a delete.
 pub fn satisfies_update(h: &RowHdr, curcid: u32) -> u32 {
@@ -545,4 +642,23 @@ pub fn satisfies_update(h: &RowHdr, curcid: u32) -> u32 {
     }
     h.set_hint(HEAP_XMAX_COMMITTED);
     updated_or_deleted()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::precedes_raw;
+
+    /// transam.c's TransactionIdPrecedes: special ids (< 3) compare as plain numbers, normal
+    /// ids modulo 2^32 (each precedes the 2^31 - 1 ids after it).
+    #[test]
+    fn precedes_like_transam() {
+        assert!(precedes_raw(3, 4) && !precedes_raw(4, 3) && !precedes_raw(5, 5));
+        assert!(precedes_raw(0, 1) && precedes_raw(2, 3) && !precedes_raw(3, 2));
+        assert!(precedes_raw(2, u32::MAX) && !precedes_raw(u32::MAX, 2));
+        // across the wraparound: 4294967295 precedes 3; 3 precedes 2^31 + 2 (2^31 - 1 ids on),
+        // but 2^31 + 4 precedes 3 (2^31 - 1 ids on through the wraparound)
+        assert!(precedes_raw(u32::MAX, 3) && !precedes_raw(3, u32::MAX));
+        assert!(precedes_raw(3, (1 << 31) + 2) && !precedes_raw((1 << 31) + 2, 3));
+        assert!(!precedes_raw(3, (1 << 31) + 4) && precedes_raw((1 << 31) + 4, 3));
+    }
 }
