@@ -79,8 +79,22 @@ pub unsafe extern "C-unwind" fn multi_insert(
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
     boundary(|| unsafe {
-        for i in 0..nslots as usize {
-            insert_one(rel, *slots.add(i), cid, None);
+        // as heap_multi_insert: every row prepared (and TOASTed) first, one serializable
+        // conflict check for the relation, then the rows placed a block at a time
+        let n = nslots as usize;
+        let t = tabledir::resolve(rel);
+        let prepared: Vec<row::Prepared> = (0..n)
+            .map(|i| row::prepare(rel, t, *slots.add(i), Toast::Now(0), false))
+            .collect();
+        ffi::CheckForSerializableConflictIn(rel, std::ptr::null_mut(), pg_sys::InvalidBlockNumber);
+        let xid = my_xid();
+        let mut tids = Vec::with_capacity(n);
+        storage::insert_many(rel, t, &prepared, xid, cid, &mut tids);
+        for (i, &(lb, s)) in tids.iter().enumerate() {
+            let slot = *slots.add(i);
+            (*slot).tts_tableOid = (*rel).rd_id;
+            (*slot).tts_tid = tid_of(lb, s);
+            crate::storage::slot::set_sys(slot, xid, 0, cid);
         }
         pg_sys::pgstat_count_heap_insert(rel, nslots as i64);
     })

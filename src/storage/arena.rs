@@ -286,8 +286,16 @@ pub fn populate(b: u32) {
 
 /// Pointer to the start of the table directory entries.
 pub fn tabledir_ptr() -> *mut u8 {
-    unsafe { (CTL as *mut u8).add(tabledir_offset()) }
+    unsafe {
+        if TABLEDIR.is_null() {
+            TABLEDIR = (CTL as *mut u8).add(tabledir_offset());
+        }
+        TABLEDIR
+    }
 }
+
+/// [`tabledir_ptr`] once computed (every table lookup asks for it; the offset takes a division).
+static mut TABLEDIR: *mut u8 = std::ptr::null_mut();
 
 fn align_up(x: usize, a: usize) -> usize {
     (x + a - 1) & !(a - 1)
@@ -456,6 +464,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
         let mut found = false;
         let p = pg_sys::ShmemInitStruct(c"pg_scoot control".as_ptr(), ctl_size(), &mut found);
         CTL = p as *mut ArenaCtl;
+        TABLEDIR = std::ptr::null_mut();
         MAP = Some(BlockMap::new(
             (p as *mut u8).add(map_offset()),
             arena_nblocks(),

@@ -168,6 +168,9 @@ pub fn note(ptr: *const u8, len: usize) {
     note_slow(ptr, len);
 }
 
+/// How many of the latest ranges a write may extend (see [`note_slow`]).
+const RECENT: usize = 16;
+
 #[cold]
 fn note_slow(ptr: *const u8, len: usize) {
     let base = arena::base() as usize;
@@ -182,11 +185,13 @@ fn note_slow(ptr: *const u8, len: usize) {
     unsafe {
         let active = &mut *(&raw mut ACTIVE);
         if let Some(c) = active.iter_mut().rev().find(|c| c.block == b) {
-            // writes are usually appended in order or repeat the last range
-            if let Some(last) = c.ranges.last_mut() {
-                if off >= last.0 && off <= last.0 + last.1 {
-                    let end = (off + len).max(last.0 + last.1);
-                    last.1 = end - last.0;
+            // writes usually repeat or continue a recent range: a row's header, then a cell
+            // in each column region; the next row (a multi-insert puts many in one session)
+            // continues each of those regions
+            for r in c.ranges.iter_mut().rev().take(RECENT) {
+                if off >= r.0 && off <= r.0 + r.1 {
+                    let end = (off + len).max(r.0 + r.1);
+                    r.1 = end - r.0;
                     return;
                 }
             }
@@ -349,7 +354,10 @@ mod tests {
         use super::merge;
         assert_eq!(merge(vec![]), vec![]);
         // in order, adjacent and overlapping
-        assert_eq!(merge(vec![(0, 4), (4, 4), (6, 4), (20, 2)]), vec![(0, 10), (20, 2)]);
+        assert_eq!(
+            merge(vec![(0, 4), (4, 4), (6, 4), (20, 2)]),
+            vec![(0, 10), (20, 2)]
+        );
         // out of order, contained, duplicated
         assert_eq!(
             merge(vec![(100, 8), (0, 16), (4, 2), (100, 8), (16, 1), (50, 0)]),

@@ -524,10 +524,54 @@ pub fn insert_then<F: FnOnce(&Locked, u32)>(
     after: F,
 ) -> (u32, u32) {
     let (l, s) = block_for_insert(rel, t, row, prefer);
+    place(t, &l, s, row, xmin, cid, flags, spec_token);
+    after(&l, s);
+    (l.lb, s)
+}
+
+/// Inserts the rows of a multi-insert (COPY): consecutive rows go into the same block under one
+/// exclusive lock, as long as they fit, so a block takes one lock session and one WAL record
+/// per batch instead of one per row. Appends each row's (local block, slot) to `out`.
+pub fn insert_many(
+    rel: pg_sys::Relation,
+    t: TableRef,
+    rows: &[Prepared],
+    xmin: u32,
+    cid: u32,
+    out: &mut Vec<(u32, u32)>,
+) {
+    let mut i = 0;
+    while i < rows.len() {
+        let (l, s) = block_for_insert(rel, t, &rows[i], None);
+        place(t, &l, s, &rows[i], xmin, cid, 0, None);
+        out.push((l.lb, s));
+        i += 1;
+        while i < rows.len() && has_room(l.desc, rows[i].layout.sig, rows[i].var_bytes) {
+            let s = take_slot(t, &l, rows[i].var_bytes);
+            place(t, &l, s, &rows[i], xmin, cid, 0, None);
+            out.push((l.lb, s));
+            i += 1;
+        }
+    }
+}
+
+/// Writes a new row version into slot `s` of the locked block.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn place(
+    t: TableRef,
+    l: &Locked,
+    s: u32,
+    row: &Prepared,
+    xmin: u32,
+    cid: u32,
+    flags: u16,
+    spec_token: Option<u32>,
+) {
     let d = l.desc;
     let low = unsafe { row::write_row(l.blk, s, row, d.var_low.load(Ordering::Relaxed)) };
     d.var_low.store(low, Ordering::Relaxed);
-    touch_row(&l, s);
+    touch_row(l, s);
     l.desc.vis_xid.store(0, Ordering::Relaxed);
     let h = l.row(s);
     h.xmin = xmin;
@@ -541,8 +585,6 @@ pub fn insert_then<F: FnOnce(&Locked, u32)>(
     }
     l.touch();
     t.entry().rows_inserted.fetch_add(1, Ordering::Relaxed);
-    after(&l, s);
-    (l.lb, s)
 }
 
 /// Sets a new xmax (update/delete/lock) on a row. `keys_updated` sets heap's HEAP_KEYS_UPDATED;

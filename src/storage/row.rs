@@ -186,6 +186,8 @@ pub unsafe fn attr_specs(td: pg_sys::TupleDesc, var_mask: u64) -> Vec<AttrSpec> 
 thread_local! {
     /// Layouts this backend computed, by (table id, generation, spec hash).
     static LAYOUTS: RefCell<HashMap<(u32, u32, u64), Rc<Layout>>> = RefCell::new(HashMap::new());
+    /// The entry of `LAYOUTS` found last.
+    static LAST_LAYOUT: RefCell<Option<((u32, u32, u64), Rc<Layout>)>> = const { RefCell::new(None) };
 }
 
 fn spec_hash(specs: &[AttrSpec]) -> u64 {
@@ -221,7 +223,18 @@ pub unsafe fn current_layout(rel: pg_sys::Relation, t: TableRef) -> Option<Rc<La
     unsafe {
         let var_mask = t.entry().var_mask.load(Ordering::Acquire);
         if let Some(h) = crate::storage::tabledir::cached_spec_hash(rel, t, var_mask) {
-            if let Some(l) = LAYOUTS.with(|m| m.borrow().get(&(t.id, t.gen, h)).cloned()) {
+            let key = (t.id, t.gen, h);
+            // the layout of the last lookup: a COPY or INSERT asks for the same one every row
+            if let Some(l) = LAST_LAYOUT.with(|c| {
+                let c = c.borrow();
+                c.as_ref()
+                    .filter(|(k, _)| *k == key)
+                    .map(|(_, l)| l.clone())
+            }) {
+                return Some(l);
+            }
+            if let Some(l) = LAYOUTS.with(|m| m.borrow().get(&key).cloned()) {
+                LAST_LAYOUT.with(|c| *c.borrow_mut() = Some((key, l.clone())));
                 return Some(l);
             }
         }
