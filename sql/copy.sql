@@ -147,5 +147,51 @@ COPY copy_frozen FROM STDIN;
 \.
 SELECT * FROM copy_frozen ORDER BY a;
 
+-- multi-insert batches (COPY hands rows to the table AM up to 1000 at a time; scoot places a
+-- batch's rows into a block under one lock): 3000 rows of ~700 bytes span several blocks, a
+-- numeric(15,2) 'NaN' in the middle of a batch switches the column's compact encoding (rows
+-- prepared before it keep the old layout), and a foreign key check and an AFTER ROW trigger
+-- fetch every row back by the TID its insert returned
+CREATE TABLE copy_mb_parent (k int PRIMARY KEY) USING scoot;
+INSERT INTO copy_mb_parent SELECT generate_series(0, 9);
+CREATE TABLE copy_mb_s (id int, k int REFERENCES copy_mb_parent, amount numeric(15,2), pad text) USING scoot;
+CREATE TABLE copy_mb_h (id int, k int, amount numeric(15,2), pad text) USING heap;
+CREATE TABLE copy_mb_log (id int, amount numeric(15,2), padlen int);
+CREATE FUNCTION copy_mb_trg() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO copy_mb_log VALUES (NEW.id, NEW.amount, length(NEW.pad)); RETURN NULL; END $$;
+CREATE TRIGGER copy_mb_after AFTER INSERT ON copy_mb_s FOR EACH ROW EXECUTE FUNCTION copy_mb_trg();
+CREATE FUNCTION copy_mb_load(bad_at int) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE f text := current_setting('data_directory') || '/pg_scoot_copy_mb.csv';
+BEGIN
+  EXECUTE format($q$COPY (SELECT g, CASE WHEN g = %s THEN 99 ELSE g %% 10 END,
+      CASE WHEN g = 1500 THEN 'NaN'::numeric ELSE g * 1.25 END, repeat(chr(97 + g %% 26), 700 + g %% 7)
+    FROM generate_series(1, 3000) g) TO %L (FORMAT csv)$q$, bad_at, f);
+  BEGIN
+    EXECUTE format('COPY copy_mb_s FROM %L (FORMAT csv)', f);
+  EXCEPTION WHEN foreign_key_violation THEN
+    RAISE NOTICE 'COPY failed: %', SQLERRM;
+  END;
+  IF bad_at = 0 THEN
+    EXECUTE format('COPY copy_mb_h FROM %L (FORMAT csv)', f);
+  END IF;
+  EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', 'rm -f ' || f);
+END $$;
+SELECT copy_mb_load(0);
+SELECT count(*), count(DISTINCT ctid), sum(id) FROM copy_mb_s;
+SELECT blocks >= 3 AS spans_blocks FROM scoot.arena_tables WHERE relation = 'copy_mb_s'::regclass;
+SELECT id, amount FROM copy_mb_s WHERE id IN (1, 1499, 1500, 1501, 3000) ORDER BY id;
+SELECT (SELECT array_agg(x::text ORDER BY id) FROM copy_mb_s x)
+     = (SELECT array_agg(x::text ORDER BY id) FROM copy_mb_h x) AS batches_same_as_heap;
+SELECT (SELECT array_agg((id, amount, padlen)::text ORDER BY id) FROM copy_mb_log)
+     = (SELECT array_agg((id, amount, length(pad))::text ORDER BY id) FROM copy_mb_s)
+       AS trigger_saw_each_row;
+-- a foreign key violation in the middle of the second batch: the whole COPY is undone
+SELECT copy_mb_load(1200);
+SELECT count(*), sum(id) FROM copy_mb_s;
+SELECT count(*) FROM copy_mb_log;
+
 DROP TABLE copy_s, copy_h, copy_bin, copy_one, copy_same, copy_big_s, copy_big_h, copy_frozen;
+DROP TABLE copy_mb_s, copy_mb_h, copy_mb_log, copy_mb_parent;
 DROP FUNCTION copy_trig();
+DROP FUNCTION copy_mb_trg();
+DROP FUNCTION copy_mb_load(int);

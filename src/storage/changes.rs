@@ -18,6 +18,8 @@ use crate::storage::tabledir::TableRef;
 struct Capture {
     block: u32,
     ranges: Vec<(u32, u32)>,
+    /// the range the latest write went to (see [`note_slow`])
+    last: usize,
     before: Option<Vec<u8>>,
 }
 
@@ -152,6 +154,7 @@ pub fn begin(b: u32) {
         };
         active.push(Capture {
             block: b,
+            last: kept.len(),
             ranges: kept,
             before,
         });
@@ -169,7 +172,7 @@ pub fn note(ptr: *const u8, len: usize) {
 }
 
 /// How many of the latest ranges a write may extend (see [`note_slow`]).
-const RECENT: usize = 16;
+const RECENT: usize = 32;
 
 #[cold]
 fn note_slow(ptr: *const u8, len: usize) {
@@ -186,15 +189,26 @@ fn note_slow(ptr: *const u8, len: usize) {
         let active = &mut *(&raw mut ACTIVE);
         if let Some(c) = active.iter_mut().rev().find(|c| c.block == b) {
             // writes usually repeat or continue a recent range: a row's header, then a cell
-            // in each column region; the next row (a multi-insert puts many in one session)
-            // continues each of those regions
-            for r in c.ranges.iter_mut().rev().take(RECENT) {
-                if off >= r.0 && off <= r.0 + r.1 {
-                    let end = (off + len).max(r.0 + r.1);
-                    r.1 = end - r.0;
-                    return;
+            // in each column region, its null bitmap and zone map; the next row (a
+            // multi-insert puts many in one session) continues each region in the same order.
+            // So: the range after the last one written (cyclically), that one, then the
+            // latest RECENT ranges.
+            let n = c.ranges.len();
+            if n > 0 {
+                let next = if c.last + 1 >= n { 0 } else { c.last + 1 };
+                let cands = [next, c.last.min(n - 1)];
+                let recent = (n.saturating_sub(RECENT)..n).rev();
+                for i in cands.into_iter().chain(recent) {
+                    let r = &mut c.ranges[i];
+                    if off >= r.0 && off <= r.0 + r.1 {
+                        let end = (off + len).max(r.0 + r.1);
+                        r.1 = end - r.0;
+                        c.last = i;
+                        return;
+                    }
                 }
             }
+            c.last = n;
             c.ranges.push((off, len));
         }
     }
