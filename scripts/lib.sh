@@ -13,6 +13,7 @@
 #   SCOOT_LISTEN         listen_addresses of throw-away clusters (default '' = unix socket only)
 #   SCOOT_EXTRA_CONF     extra postgresql.conf lines (newline separated) for throw-away clusters
 #   SCOOT_KEEP_CLUSTER=1 do not delete a throw-away cluster's directory when it stops
+#   CARGO_TARGET_DIR     cargo's build directory (default ~/.cache/pg_scoot/target, shared by clones)
 
 set -o pipefail
 
@@ -27,6 +28,9 @@ done
 export PATH
 # debug info in the test build costs time and half of target/ (see ../shared/TOOLCHAIN.md)
 export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-0}
+# one build cache per machine, shared by every clone: a fresh clone (CI) compiles only pg_scoot
+# itself, not its ~300 dependencies again (cargo's fingerprints keep each clone's build apart)
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pg_scoot/target}
 unset _d
 
 _scoot_t0=${_scoot_t0:-$SECONDS}
