@@ -10,6 +10,7 @@
 #   make bench-analytic  analytic scans heap vs scoot -> bench/results/analytic.{md,json}
 #   make bench-tpch      TPC-H SF1, 22 queries, heap vs scoot -> bench/results/tpch.{md,json}
 #   make bench-ch        CH-benCHmark (go-tpc ch: TPC-C + 22 analytic queries) -> bench/results/ch.{md,json}
+#   make bench-load      bulk loads (COPY, INSERT ... SELECT) heap vs scoot -> bench/results/load.{md,json}
 #   make bench-arrow     Arrow export of TPC-H lineitem vs ADBC/ConnectorX/psycopg -> bench/results/arrow.{md,json}
 #   make bench-floor     pgbench TPC-B on heap and scoot next to the no-storage floor -> bench/results/oltp_floor.{md,tsv}
 #   make bench-durability  recovery time (image + WAL, WAL only, clean restart) and image cost -> bench/results/durability.{md,json}
@@ -22,7 +23,7 @@ PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresq
 export PG_CONFIG
 CARGO ?= cargo
 
-.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-ch bench-arrow bench-durability bench-floor setup cluster-start cluster-stop
+.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-ch bench-load bench-arrow bench-durability bench-floor setup cluster-start cluster-stop
 
 all: package
 
@@ -55,6 +56,9 @@ bench-tpch:
 
 bench-ch:
 	bash scripts/ch_bench.sh
+
+bench-load:
+	bash scripts/load_bench.sh
 
 bench-arrow:
 	bash scripts/arrow_bench.sh
