@@ -142,18 +142,49 @@ pub fn encode_block_v(
     block: &[u8],
     ranges: &[(u32, u32)],
 ) -> Vec<u8> {
-    let (runs, data) = runs_of(block, ranges);
-    let mut out = Vec::with_capacity(64 + runs.len() * 6 + data);
+    let mut out = Vec::new();
+    encode_block_v_into(
+        &mut out,
+        &mut Vec::new(),
+        key,
+        lb,
+        var_mask,
+        meta,
+        block,
+        ranges,
+    );
+    out
+}
+
+/// [`encode_block_v`], appended to `out`; `runs` is scratch space (both reused by the caller:
+/// a row insert writes one record, and allocating its buffers showed in INSERT profiles).
+#[allow(clippy::too_many_arguments)]
+pub fn encode_block_v_into(
+    out: &mut Vec<u8>,
+    runs: &mut Vec<(u32, u32, bool)>,
+    key: &RelKey,
+    lb: u32,
+    var_mask: u64,
+    meta: &BlockMeta,
+    block: &[u8],
+    ranges: &[(u32, u32)],
+) {
+    runs.clear();
+    for &(off, len) in ranges {
+        split_zero_runs(&block[off as usize..(off + len) as usize], off, runs);
+    }
+    let data: usize = runs.iter().filter(|r| !r.2).map(|r| r.1 as usize).sum();
+    out.reserve(64 + runs.len() * 6 + data);
     for v in [
         key.spc as u64,
         key.db as u64,
         key.rel as u64,
         (key.backend as i64 + 1) as u64,
     ] {
-        put_var(&mut out, v);
+        put_var(out, v);
     }
-    put_var(&mut out, lb as u64);
-    put_var(&mut out, var_mask);
+    put_var(out, lb as u64);
+    put_var(out, var_mask);
     for v in [
         meta.local,
         meta.hwm,
@@ -168,18 +199,17 @@ pub fn encode_block_v(
         meta.vis_xid,
         meta.temp,
     ] {
-        put_var(&mut out, v as u64);
+        put_var(out, v as u64);
     }
     out.extend_from_slice(&meta.layout_sig.to_le_bytes());
-    put_var(&mut out, runs.len() as u64);
-    for &(off, len, zero) in &runs {
-        put_var(&mut out, off as u64);
-        put_var(&mut out, ((len as u64) << 1) | zero as u64);
+    put_var(out, runs.len() as u64);
+    for &(off, len, zero) in runs.iter() {
+        put_var(out, off as u64);
+        put_var(out, ((len as u64) << 1) | zero as u64);
         if !zero {
             out.extend_from_slice(&block[off as usize..(off + len) as usize]);
         }
     }
-    out
 }
 
 pub fn decode_block_v(b: &[u8]) -> Option<BlockRec<'_>> {
@@ -340,19 +370,31 @@ pub fn encode_two_keys(a: &RelKey, b: &RelKey) -> Vec<u8> {
 
 // ------------------------------------------------------------------ insertion
 
+/// xloginsert.c, unguarded (only called inside a critical section, see [`insert`]).
+mod xlog {
+    use pgrx::pg_sys;
+    extern "C-unwind" {
+        pub fn XLogBeginInsert();
+        pub fn XLogRegisterData(data: *mut std::ffi::c_char, len: i32);
+        pub fn XLogInsert(rmid: pg_sys::RmgrId, info: u8) -> pg_sys::XLogRecPtr;
+    }
+}
+
 fn insert(info: u8, payload: &[u8]) {
     unsafe {
         if pg_sys::RecoveryInProgress() {
             return; // a hot standby never writes scoot WAL (its arena follows the primary's)
         }
-        // like heap: a failure to log a change already made is a PANIC, never a divergence
+        // like heap: a failure to log a change already made is a PANIC, never a divergence.
+        // Inside the critical section an ERROR is promoted to PANIC, so these calls never
+        // unwind through Rust: they go without pgrx's FFI guard (a sigsetjmp each).
         pg_sys::CritSectionCount += 1;
-        pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterData(
+        xlog::XLogBeginInsert();
+        xlog::XLogRegisterData(
             payload.as_ptr() as *mut std::ffi::c_char,
             payload.len() as i32,
         );
-        pg_sys::XLogInsert(RM_SCOOT_ID, info);
+        xlog::XLogInsert(RM_SCOOT_ID, info);
         pg_sys::CritSectionCount -= 1;
     }
 }
@@ -362,7 +404,15 @@ pub fn log_block(t: TableRef, lb: u32, b: u32, ranges: &[(u32, u32)], conflict: 
     let e = t.entry();
     let meta = BlockMeta::of(arena::block_desc(b));
     let block = unsafe { std::slice::from_raw_parts(arena::block_ptr(b), arena::block_size()) };
-    let p = encode_block_v(
+    // the record's buffers, kept between records (a backend logs one record at a time)
+    let (out, runs) = unsafe { (&mut *(&raw mut REC_BUF), &mut *(&raw mut REC_RUNS)) };
+    out.clear();
+    if conflict != 0 {
+        out.extend_from_slice(&conflict.to_le_bytes());
+    }
+    encode_block_v_into(
+        out,
+        runs,
         &e.key,
         lb,
         e.var_mask.load(Ordering::Relaxed),
@@ -370,15 +420,20 @@ pub fn log_block(t: TableRef, lb: u32, b: u32, ranges: &[(u32, u32)], conflict: 
         block,
         ranges,
     );
-    if conflict != 0 {
-        let mut c = Vec::with_capacity(4 + p.len());
-        c.extend_from_slice(&conflict.to_le_bytes());
-        c.extend_from_slice(&p);
-        insert(XLOG_SCOOT_BLOCK_VC, &c);
+    let info = if conflict != 0 {
+        XLOG_SCOOT_BLOCK_VC
     } else {
-        insert(XLOG_SCOOT_BLOCK_V, &p);
+        XLOG_SCOOT_BLOCK_V
+    };
+    insert(info, out);
+    if out.capacity() > 1 << 20 {
+        *out = Vec::new();
+        *runs = Vec::new();
     }
 }
+
+static mut REC_BUF: Vec<u8> = Vec::new();
+static mut REC_RUNS: Vec<(u32, u32, bool)> = Vec::new();
 
 /// `changes::LOG_COMPACT`.
 pub fn log_compact(t: TableRef, lb: u32, hwm: u32) {
