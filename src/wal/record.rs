@@ -65,14 +65,14 @@ fn dec_key(d: &mut Dec) -> RelKey {
     }
 }
 
-/// The runs of `ranges` in `block` (offset, length, zero run?) and the data bytes they carry.
-fn runs_of(block: &[u8], ranges: &[(u32, u32)]) -> (Vec<(u32, u32, bool)>, usize) {
-    let mut runs: Vec<(u32, u32, bool)> = Vec::with_capacity(ranges.len());
+/// Fills `runs` with the runs of `ranges` in `block` (offset, length, zero run?); returns the
+/// data bytes they carry.
+fn runs_of(block: &[u8], ranges: &[(u32, u32)], runs: &mut Vec<(u32, u32, bool)>) -> usize {
+    runs.clear();
     for &(off, len) in ranges {
-        split_zero_runs(&block[off as usize..(off + len) as usize], off, &mut runs);
+        split_zero_runs(&block[off as usize..(off + len) as usize], off, runs);
     }
-    let data = runs.iter().filter(|r| !r.2).map(|r| r.1 as usize).sum();
-    (runs, data)
+    runs.iter().filter(|r| !r.2).map(|r| r.1 as usize).sum()
 }
 
 /// Encodes a BLOCK record: `block` is the whole block, `ranges` sorted and disjoint.
@@ -89,7 +89,8 @@ pub fn encode_block(
     e.u32(lb).u64(var_mask);
     meta.encode_fields(&mut e);
     // runs: (offset, length | ZERO_RUN) [+ data]
-    let (runs, data) = runs_of(block, ranges);
+    let mut runs = Vec::with_capacity(ranges.len());
+    let data = runs_of(block, ranges, &mut runs);
     e.u32(runs.len() as u32);
     let mut out = e.0;
     out.reserve(runs.len() * 8 + data);
@@ -169,11 +170,7 @@ pub fn encode_block_v_into(
     block: &[u8],
     ranges: &[(u32, u32)],
 ) {
-    runs.clear();
-    for &(off, len) in ranges {
-        split_zero_runs(&block[off as usize..(off + len) as usize], off, runs);
-    }
-    let data: usize = runs.iter().filter(|r| !r.2).map(|r| r.1 as usize).sum();
+    let data = runs_of(block, ranges, runs);
     out.reserve(64 + runs.len() * 6 + data);
     for v in [
         key.spc as u64,
