@@ -1,13 +1,14 @@
 //! Compiles the C parts: the shim (src/ffi/shim.c: PG_TRY/PG_CATCH around PostgreSQL calls whose
 //! errors must reach the client unchanged (CONTEXT lines, constraint names, ...), which pgrx's own
-//! FFI boundary would flatten; executor and EXPLAIN hooks) and the ScootScan and ScootAgg custom scans
-//! (src/exec/customscan.c, src/exec/customagg.c). Uses the same pg_config as cargo-pgrx.
+//! FFI boundary would flatten; executor and EXPLAIN hooks) and the ScootScan, ScootAgg and
+//! ScootPreAgg custom scans (src/exec/customscan.c, customagg.c, custompreagg.c). Uses the same pg_config as cargo-pgrx.
 use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=src/ffi/shim.c");
     println!("cargo:rerun-if-changed=src/exec/customscan.c");
     println!("cargo:rerun-if-changed=src/exec/customagg.c");
+    println!("cargo:rerun-if-changed=src/exec/custompreagg.c");
     println!("cargo:rerun-if-env-changed=PGRX_PG_CONFIG_PATH");
     println!("cargo:rerun-if-env-changed=PG_CONFIG");
     let pg_config = std::env::var("PGRX_PG_CONFIG_PATH")
@@ -26,6 +27,7 @@ fn main() {
         .file("src/ffi/shim.c")
         .file("src/exec/customscan.c")
         .file("src/exec/customagg.c")
+        .file("src/exec/custompreagg.c")
         .include(&inc)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-missing-field-initializers")

@@ -60,6 +60,14 @@ pub static DEBUG_REDO_DELAY_US: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// computed a block at a time by the ScootAgg custom scan.
 pub static AGG_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `scoot.eager_agg`: a join query whose aggregates are sums, minima and maxima of a scoot
+/// table's columns reads that table pre-aggregated by the columns the joins and groups need
+/// (`exec/custompreagg.c`).
+pub static EAGER_AGG: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `scoot.eager_agg_min_group_size`: eager aggregation only where the planner expects at least
+/// this many rows per pre-aggregated group.
+pub static EAGER_AGG_MIN_GROUP: GucSetting<f64> = GucSetting::<f64>::new(2.0);
+
 /// `scoot.join_filter`: a ScootScan probing a hash join drops the rows whose key the join's hash
 /// table cannot hold, before forming them (`exec/customscan.c`).
 pub static JOIN_FILTER: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -127,6 +135,24 @@ pub fn define() {
         c"Aggregates over one scoot table may be computed by the ScootAgg custom scan (needs scoot.custom_scan).",
         c"ScootAgg computes count, sum, avg, min and max, grouped by plain columns or not, a block at a time on the column regions (EXPLAIN: Scoot Aggregates). Off: PostgreSQL's Agg over a scan.",
         &AGG_PUSHDOWN,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.eager_agg",
+        c"Join queries aggregate a scoot table's rows before the joins where that is exact (needs scoot.custom_scan and scoot.agg_pushdown).",
+        c"When every aggregate of a query is a sum of a numeric column, or a min or max, and the summed columns of one scoot table are used nowhere else, that table is read as one row per group of the columns the joins, groups and output need, with the sums, minima and maxima of its group (EXPLAIN: Custom Scan (ScootPreAgg)); the joins and PostgreSQL's aggregate above then handle fewer rows. Off: every row goes to the joins.",
+        &EAGER_AGG,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"scoot.eager_agg_min_group_size",
+        c"Eager aggregation only where the planner expects at least this many rows per group.",
+        c"The estimate is PostgreSQL's number of distinct values of the grouping columns.",
+        &EAGER_AGG_MIN_GROUP,
+        1.0,
+        1.0e9,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -157,6 +157,13 @@ type_code(Oid typ, int32 typmod, bool key)
 	}
 }
 
+/* type_code for custompreagg.c */
+char *
+scoot_agg_type_code(Oid typ, int32 typmod, bool key)
+{
+	return type_code(typ, typmod, key);
+}
+
 static bool
 is_rel_var(Node *n, Index relid)
 {

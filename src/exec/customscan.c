@@ -80,6 +80,9 @@ void		scoot_install_custom_scan(void);
 
 static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
 
+/* custompreagg.c */
+extern void scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relation r);
+
 #define SCOOT_JOIN_FILTER_MAX_KEYS 4
 
 /*
@@ -1202,6 +1205,10 @@ scoot_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 			add_partial_path(rel, (Path *) make_path(root, rel, cols, all, natts, workers,
 													 filters, described));
 	}
+	/* eager aggregation below the joins (custompreagg.c) may replace these paths */
+	r = table_open(rte->relid, NoLock);
+	scoot_preagg_paths(root, rel, rte, r);
+	table_close(r, NoLock);
 }
 
 static Plan *

@@ -1,5 +1,8 @@
 //! Analytic execution over PAX blocks: *how analytic queries read scoot tables fast*.
 //!
+//! `custompreagg.c` is ScootPreAgg, eager aggregation: a scoot table read below joins as one row
+//! per group with partial sums, minima and maxima, computed by the same engine (`agg.rs`).
+//!
 //! `customagg.c` + `agg.rs` are ScootAgg, aggregate pushdown (count/sum/avg/min/max with or
 //! without GROUP BY computed a block at a time on the column regions).
 //!
@@ -17,6 +20,7 @@ pub mod agg;
 unsafe extern "C" {
     fn scoot_install_custom_scan();
     fn scoot_install_custom_agg();
+    fn scoot_install_custom_preagg();
 }
 
 /// Registers the custom scan and its planner hook (`_PG_init`, preloaded only).
@@ -24,6 +28,7 @@ pub fn install() {
     unsafe {
         scoot_install_custom_scan();
         scoot_install_custom_agg();
+        scoot_install_custom_preagg();
     }
 }
 
@@ -135,6 +140,17 @@ pub unsafe extern "C" fn scoot_scan_row_exact(scan: pg_sys::TableScanDesc) -> bo
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_index_fetch_cost() -> f64 {
     guc::INDEX_FETCH_COST.get()
+}
+
+/// Does the planner pre-aggregate scoot tables below joins (`scoot.eager_agg`), and from how
+/// many expected rows per group (`scoot.eager_agg_min_group_size`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_eager_agg_min_group() -> f64 {
+    if guc::EAGER_AGG.get() && guc::AGG_PUSHDOWN.get() {
+        guc::EAGER_AGG_MIN_GROUP.get()
+    } else {
+        0.0
+    }
 }
 
 /// Does a ScootScan filter the rows it hands a hash join (`scoot.join_filter`)?

@@ -1,0 +1,241 @@
+-- ScootPreAgg, eager aggregation: a join query whose aggregates are sums of one scoot table's
+-- numeric columns (and any min / max) reads that table grouped by the columns the joins,
+-- groups and output need. Which queries it applies to (EXPLAIN shows group keys and partial
+-- aggregates), which it must leave alone because the answer would change (count, avg, a sum
+-- over another table, a summed column used elsewhere, outer / semi joins, ...), the fallback
+-- to the plain scan when the engine cannot answer exactly, and a differential check: random
+-- join queries answer exactly as on heap copies and with scoot.eager_agg = off.
+SET client_min_messages = notice;
+SET jit = off;
+SET max_parallel_workers_per_gather = 0;
+
+CREATE TABLE ea_f (id int, o int, d int2, w int8, day date, ts timestamp, c char(3), i int,
+                   n numeric(12,2), m numeric(30,6), t text, fl float8, q numeric(4,0)) USING scoot;
+CREATE TABLE ea_o (o int, d int2, w int8, cust int, note varchar(10), placed date) USING scoot;
+CREATE TABLE ea_c (cust int, name text, region char(2)) USING scoot;
+CREATE TABLE ea_fh (LIKE ea_f) USING heap;
+CREATE TABLE ea_oh (LIKE ea_o) USING heap;
+CREATE TABLE ea_ch (LIKE ea_c) USING heap;
+INSERT INTO ea_fh
+SELECT i, (i / 7) % 900, (i % 3)::int2, CASE WHEN i % 101 = 0 THEN NULL ELSE (i % 2) END,
+       CASE WHEN i % 43 = 0 THEN NULL ELSE date '2020-01-01' + (i / 50) % 30 END,
+       timestamp '2020-01-01' + ((i / 7) % 40) * interval '1 hour',
+       CASE WHEN i % 37 = 0 THEN NULL ELSE chr(65 + i % 3) || 'x' END,
+       CASE WHEN i % 13 = 0 THEN NULL ELSE (i * 7919) % 1000 - 500 END,
+       CASE WHEN i % 11 = 0 THEN NULL ELSE ((i * 31) % 20000) / 100.0 - 50 END,
+       CASE WHEN i % 19 = 0 THEN NULL ELSE (i::int8 * 104729 % 1000003) / 7.0 END,
+       't' || (i % 5), i / 8.0, CASE WHEN i % 29 = 0 THEN NULL ELSE i % 5 END
+FROM generate_series(1, 20000) i;
+-- edge values: the widest numeric(12,2), the type bounds of the keys
+INSERT INTO ea_fh (id, o, d, w, n, m) VALUES
+  (20001, 5, 1, 1, 9999999999.99, 99999999999999999999999.999999),
+  (20002, 5, 1, 1, 9999999999.99, 99999999999999999999999.999999),
+  (20003, 2147483647, 32767, 9223372036854775807, -9999999999.99, 0),
+  (20004, NULL, NULL, NULL, 1.25, 2.5);
+INSERT INTO ea_oh
+SELECT o, d, w, (o * 7 + d) % 300, 'n' || (o % 4), date '2020-01-01' + o % 20
+FROM generate_series(0, 899) o, generate_series(0, 2) d, generate_series(0, 1) w
+WHERE (o + d + w) % 17 <> 0;
+INSERT INTO ea_oh VALUES (2147483647, 32767, 9223372036854775807, 3, 'edge', '2020-01-01'),
+  (5, 1, 1, 4, 'dup', '2020-01-02');
+INSERT INTO ea_ch SELECT c, 'cust' || c, chr(65 + c % 4) || chr(65 + c % 2) FROM generate_series(0, 299) c;
+INSERT INTO ea_f SELECT * FROM ea_fh;
+INSERT INTO ea_o SELECT * FROM ea_oh;
+INSERT INTO ea_c SELECT * FROM ea_ch;
+UPDATE ea_f SET n = n + 1 WHERE id % 10 = 0;
+UPDATE ea_fh SET n = n + 1 WHERE id % 10 = 0;
+DELETE FROM ea_f WHERE id % 97 = 0;
+DELETE FROM ea_fh WHERE id % 97 = 0;
+ANALYZE ea_f, ea_o, ea_c, ea_fh, ea_oh, ea_ch;
+
+-- plans: the order lines grouped per order below the joins (CH-benCHmark Q18's shape)
+EXPLAIN (COSTS OFF)
+SELECT c.name, o.o, o.placed, sum(f.n)
+FROM ea_c c, ea_o o, ea_f f
+WHERE c.cust = o.cust AND f.o = o.o AND f.d = o.d AND f.w = o.w
+GROUP BY o.o, o.d, o.w, c.name, o.placed HAVING sum(f.n) > 200 ORDER BY sum(f.n) DESC, o.o, c.name LIMIT 5;
+SELECT c.name, o.o, o.placed, sum(f.n)
+FROM ea_c c, ea_o o, ea_f f
+WHERE c.cust = o.cust AND f.o = o.o AND f.d = o.d AND f.w = o.w
+GROUP BY o.o, o.d, o.w, c.name, o.placed HAVING sum(f.n) > 200 ORDER BY sum(f.n) DESC, o.o, c.name LIMIT 5;
+SELECT c.name, o.o, o.placed, sum(f.n)
+FROM ea_ch c, ea_oh o, ea_fh f
+WHERE c.cust = o.cust AND f.o = o.o AND f.d = o.d AND f.w = o.w
+GROUP BY o.o, o.d, o.w, c.name, o.placed HAVING sum(f.n) > 200 ORDER BY sum(f.n) DESC, o.o, c.name LIMIT 5;
+-- a join filter over another of f's columns (Q10's shape), f's own filters applied to its rows
+-- first, two sums, a min and a max (of f's columns and of another table's)
+EXPLAIN (COSTS OFF)
+SELECT o.note, sum(f.n), sum(f.m), min(f.i), max(o.placed)
+FROM ea_o o JOIN ea_f f ON f.o = o.o AND f.d = o.d AND f.w = o.w AND o.placed <= f.day
+WHERE f.n > 0 AND f.ts >= timestamp '2020-01-01 05:00'
+GROUP BY o.note ORDER BY o.note;
+SELECT o.note, sum(f.n), sum(f.m), min(f.i), max(o.placed)
+FROM ea_o o JOIN ea_f f ON f.o = o.o AND f.d = o.d AND f.w = o.w AND o.placed <= f.day
+WHERE f.n > 0 AND f.ts >= timestamp '2020-01-01 05:00'
+GROUP BY o.note ORDER BY o.note;
+SELECT o.note, sum(f.n), sum(f.m), min(f.i), max(o.placed)
+FROM ea_oh o JOIN ea_fh f ON f.o = o.o AND f.d = o.d AND f.w = o.w AND o.placed <= f.day
+WHERE f.n > 0 AND f.ts >= timestamp '2020-01-01 05:00'
+GROUP BY o.note ORDER BY o.note;
+-- EXPLAIN VERBOSE: the node's row is the key columns, then the partial sums in the summed column
+EXPLAIN (COSTS OFF, VERBOSE)
+SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.cust;
+
+-- not pre-aggregated (the answer would change, or the engine cannot read a key):
+-- count(*) and avg count rows; a sum over another table; the summed column compared in a join
+-- or shown ungrouped; a sum of an integer (its type would change); an outer join; a sublink;
+-- one table only (ScootAgg's case); a text key; too few rows per group
+EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n), count(*) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT o.note, avg(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n), sum(o.cust) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.n > o.cust GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT f.n, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY f.n;
+EXPLAIN (COSTS OFF) SELECT o.note, sum(f.i) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n) FROM ea_o o LEFT JOIN ea_f f ON f.o = o.o GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.o IN (SELECT cust FROM ea_c) GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT f.o, sum(f.n) FROM ea_f f GROUP BY f.o;
+EXPLAIN (COSTS OFF) SELECT c.name, sum(f.n) FROM ea_c c, ea_f f WHERE f.t = c.name GROUP BY c.name;
+EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.id = o.o GROUP BY o.note;
+-- a summed column that is also a join key, a join filter operand or a group key
+EXPLAIN (COSTS OFF) SELECT o.note, sum(f.q) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.q < o.d + 2 GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT f.q, sum(f.q), sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY f.q;
+-- ... but a group key with min/max, and a sum of a CASE between the column and 0 (CH Q14's shape)
+EXPLAIN (COSTS OFF) SELECT f.q, max(f.q), sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY f.q;
+EXPLAIN (COSTS OFF)
+SELECT 100.00 * sum(CASE WHEN o.note LIKE 'n1%' THEN f.n ELSE 0 END) / (1 + sum(f.n)) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d;
+SELECT 100.00 * sum(CASE WHEN o.note LIKE 'n1%' THEN f.n ELSE 0 END) / (1 + sum(f.n)) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d;
+SELECT 100.00 * sum(CASE WHEN o.note LIKE 'n1%' THEN f.n ELSE 0 END) / (1 + sum(f.n)) FROM ea_oh o, ea_fh f WHERE f.o = o.o AND f.d = o.d;
+-- not linear: the CASE's condition reads the summed column, or another value than 0 / NULL
+EXPLAIN (COSTS OFF) SELECT o.note, sum(CASE WHEN f.n > 1 THEN f.n ELSE 0 END) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT o.note, sum(CASE WHEN o.d = 1 THEN f.n ELSE 1 END) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.note;
+-- scoot.eager_agg = off, scoot.custom_scan = off: plain scans
+SET scoot.eager_agg = off;
+EXPLAIN (COSTS OFF) SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.cust;
+RESET scoot.eager_agg;
+SET scoot.custom_scan = off;
+EXPLAIN (COSTS OFF) SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.cust;
+RESET scoot.custom_scan;
+
+-- the differential check: random joins of f with o (and c), random keys, filters, sums and
+-- min/max; also with parallel settings and on an OLAP snapshot
+CREATE FUNCTION ea_run(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  EXECUTE format('SELECT md5(coalesce(string_agg(x::text, ''|'' ORDER BY x::text), '''')) || count(*) FROM (%s) x', q) INTO r;
+  RETURN r;
+EXCEPTION WHEN OTHERS THEN
+  RETURN 'ERROR: ' || SQLERRM;
+END $$;
+CREATE FUNCTION ea_check(n int, seed float8) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  joins text[] := ARRAY['f.o = o.o', 'f.o = o.o AND f.d = o.d', 'f.o = o.o AND f.d = o.d AND f.w = o.w',
+                        'f.d = o.d AND f.w = o.w AND f.o = o.o % 50', 'f.o = o.o AND o.placed <= f.day',
+                        'f.o = o.o AND f.ts < timestamp ''2020-01-01 20:00'' + o.d * interval ''3 hours''',
+                        'f.o = o.cust AND f.c = ''Ax''', 'f.o = o.o AND f.q < o.d + 2'];
+  keys text[] := ARRAY['o.note', 'o.d', 'o.placed', 'c.region', 'f.d', 'f.w', 'f.c', 'f.day', 'o.o % 3', 'f.ts', 'f.q'];
+  aggs text[] := ARRAY['sum(f.n)', 'sum(f.m)', 'min(f.i)', 'max(f.i)', 'min(f.n)', 'max(f.day)',
+                       'min(f.ts)', 'max(o.cust)', 'min(c.name)', 'max(f.n)', 'sum(f.n) - sum(f.m)',
+                       'sum(f.n)', 'sum(f.m)', 'sum(f.n)', 'sum(f.q)', 'max(f.q)',
+                       'sum(CASE WHEN o.d = 1 THEN f.n ELSE 0 END)', 'sum(CASE WHEN f.d > 0 THEN f.m END)',
+                       'sum(CASE o.note WHEN ''n2'' THEN f.n WHEN ''n3'' THEN 0 ELSE f.n END)',
+                       'sum(CASE WHEN f.q > 2 THEN f.n ELSE 0 END)',
+                       -- these count rows: the query must keep every row of f
+                       'count(*)', 'avg(f.n)', 'sum(o.cust)', 'sum(f.i)', 'count(f.n)'];
+  preds text[] := ARRAY['f.n > %s / 10.0', 'f.i BETWEEN %s AND %s + 300', 'f.i IS NULL', 'f.day < date ''2020-01-01'' + %s %% 30',
+                        'f.c IN (''Ax'', ''Bx'')', 'f.w = 1', 'f.m IS NOT NULL AND f.m < %s * 1000', 'o.cust < %s',
+                        'c.region = ''AA''', 'f.ts >= timestamp ''2020-01-01'' + %s %% 40 * interval ''1 hour'''];
+  i int; j int; g text; sel text; pred text; q text; r_s text; r_h text; r_off text; p text;
+  checked int := 0; pre int := 0; errors int := 0;
+BEGIN
+  PERFORM setseed(seed);
+  FOR i IN 1..n LOOP
+    g := '';
+    FOR j IN 1..(floor(random() * 3))::int LOOP
+      g := g || CASE WHEN g = '' THEN '' ELSE ', ' END || keys[1 + floor(random() * array_length(keys, 1))::int];
+    END LOOP;
+    sel := '';
+    FOR j IN 1..(1 + floor(random() * 3))::int LOOP
+      sel := sel || CASE WHEN sel = '' THEN '' ELSE ', ' END || aggs[1 + floor(random() * array_length(aggs, 1))::int];
+    END LOOP;
+    IF sel NOT LIKE '%sum%' THEN sel := sel || ', sum(f.n)'; END IF;
+    pred := joins[1 + floor(random() * array_length(joins, 1))::int] || ' AND o.cust = c.cust';
+    IF random() < 0.6 THEN
+      pred := pred || ' AND ' || format(preds[1 + floor(random() * array_length(preds, 1))::int],
+                                        floor(random() * 1000 - 300)::int, floor(random() * 1000)::int);
+    END IF;
+    q := format('SELECT %s%s FROM ea_f f, ea_o o, ea_c c WHERE %s%s', CASE WHEN g = '' THEN '' ELSE g || ', ' END,
+                sel, pred, CASE WHEN g = '' THEN '' ELSE ' GROUP BY ' || g END);
+    IF random() < 0.15 THEN
+      q := q || CASE WHEN g = '' THEN ' HAVING sum(f.n) > 0' ELSE ' HAVING sum(f.n) > 100' END;
+    END IF;
+    r_s := ea_run(q);
+    r_h := ea_run(replace(replace(replace(q, 'ea_f f', 'ea_fh f'), 'ea_o o', 'ea_oh o'), 'ea_c c', 'ea_ch c'));
+    FOR p IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+      IF p LIKE '%ScootPreAgg%' THEN pre := pre + 1; END IF;
+    END LOOP;
+    SET LOCAL scoot.eager_agg = off;
+    r_off := ea_run(q);
+    SET LOCAL scoot.eager_agg = on;
+    IF r_s <> r_h OR r_s <> r_off THEN
+      RAISE EXCEPTION 'query % differs: scoot % heap % plain %', q, r_s, r_h, r_off;
+    END IF;
+    IF r_s LIKE 'ERROR%' THEN errors := errors + 1; END IF;
+    checked := checked + 1;
+  END LOOP;
+  RETURN format('%s queries agree (%s pre-aggregated, %s raise the same error)', checked,
+                CASE WHEN pre >= checked / 5 THEN 'many' ELSE 'FEW: ' || pre END,
+                CASE WHEN errors > 0 THEN 'some' ELSE 'none' END);
+END $$;
+BEGIN;
+SELECT ea_check(400, 0.17);
+COMMIT;
+-- parallel settings: the node runs in the leader (parallel-unsafe), the answers stay
+BEGIN;
+SET LOCAL parallel_setup_cost = 0; SET LOCAL parallel_tuple_cost = 0; SET LOCAL min_parallel_table_scan_size = 0;
+SET LOCAL max_parallel_workers_per_gather = 2;
+SELECT ea_check(60, 0.5);
+COMMIT;
+-- on an OLAP snapshot image
+BEGIN;
+SET LOCAL scoot.olap = on;
+SELECT ea_check(60, 0.7);
+COMMIT;
+
+-- the engine cannot answer a NaN: the node runs its child, the plain scan (EXPLAIN ANALYZE
+-- names the reason) and the sums above are still exact
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND o.cust < 3 GROUP BY o.cust;
+INSERT INTO ea_f (id, o, d, w, n) VALUES (30001, 1, 1, 1, 'NaN');
+INSERT INTO ea_fh (id, o, d, w, n) VALUES (30001, 1, 1, 1, 'NaN');
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND o.cust < 3 GROUP BY o.cust;
+SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND o.cust < 40 GROUP BY o.cust ORDER BY 1;
+SELECT o.cust, sum(f.n) FROM ea_oh o, ea_fh f WHERE f.o = o.o AND f.d = o.d AND o.cust < 40 GROUP BY o.cust ORDER BY 1;
+DELETE FROM ea_f WHERE id = 30001;
+DELETE FROM ea_fh WHERE id = 30001;
+-- numeric overflow of a partial sum raises PostgreSQL's own error? numeric does not overflow
+-- at these sizes: the widest sums agree
+SELECT o.note, sum(f.m), sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND f.w = o.w AND f.o = 5 GROUP BY o.note;
+SELECT o.note, sum(f.m), sum(f.n) FROM ea_oh o, ea_fh f WHERE f.o = o.o AND f.d = o.d AND f.w = o.w AND f.o = 5 GROUP BY o.note;
+-- rows this transaction changed count with their new values
+BEGIN;
+UPDATE ea_f SET n = 1000 WHERE o = 7;
+INSERT INTO ea_f (id, o, d, w, n) VALUES (40000, 7, 0, 0, 0.5);
+SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND f.w = o.w AND f.o BETWEEN 6 AND 8 GROUP BY o.note ORDER BY 1;
+ROLLBACK;
+SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND f.w = o.w AND f.o BETWEEN 6 AND 8 GROUP BY o.note ORDER BY 1;
+SELECT o.note, sum(f.n) FROM ea_oh o, ea_fh f WHERE f.o = o.o AND f.d = o.d AND f.w = o.w AND f.o BETWEEN 6 AND 8 GROUP BY o.note ORDER BY 1;
+-- a rescanned node (the inner side of a nested loop) and a scrollable cursor
+BEGIN;
+SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off;
+SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND o.cust < 2 GROUP BY o.note ORDER BY 1;
+DECLARE eac SCROLL CURSOR FOR SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.note ORDER BY 1;
+FETCH 2 FROM eac;
+FETCH BACKWARD 1 FROM eac;
+FETCH LAST FROM eac;
+COMMIT;
+SELECT o.note, sum(f.n) FROM ea_oh o, ea_fh f WHERE f.o = o.o AND f.d = o.d AND o.cust < 2 GROUP BY o.note ORDER BY 1;
+
+DROP FUNCTION ea_check(int, float8);
+DROP FUNCTION ea_run(text);
+DROP TABLE ea_f, ea_o, ea_c, ea_fh, ea_oh, ea_ch;

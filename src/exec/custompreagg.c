@@ -1,0 +1,758 @@
+/*
+ * ScootPreAgg: eager aggregation below joins for scoot tables (planner decision, plan, executor
+ * node, EXPLAIN). The aggregation itself is ScootAgg's engine (src/exec/agg.rs).
+ *
+ * A join query whose aggregates sum a scoot table F's columns (CH-benCHmark Q18: orders,
+ * customer and order_line joined, sum(ol_amount) per order) hands every row of F to the joins
+ * and the Agg above them, although the joins only need F's columns they compare and output.
+ * Grouping F's rows by exactly those columns first, with each group's partial sums, changes
+ * nothing above: rows of one group match the same join partners and land in the same final
+ * group, so the final sum over the joined groups' partial sums equals the sum over the joined
+ * rows. Minima and maxima likewise; they do not depend on how many rows there are, so they may
+ * read any table. Every other aggregate does (count, avg, sum over another table), and so do
+ * two pre-aggregated tables (each would drop the other's multiplicity): such queries keep
+ * PostgreSQL's plan.
+ *
+ * Decided per query level, when the planner builds F's scan paths (set_rel_pathlist_hook, from
+ * customscan.c), if all of these hold: a read-only SELECT with aggregates and no grouping sets,
+ * window functions, set-returning target functions, sublinks, LATERAL references or outer /
+ * semi / anti joins, over more than one table; F is the table of the first sum; every sum
+ * reads a numeric(p, s) column of F that appears nowhere else but in sums (its own filters
+ * aside: they run first, on the rows), directly or as a CASE choosing between it and 0 / NULL
+ * on conditions over other columns; every other aggregate is a plain min or max; F's other
+ * columns the plan needs are group keys the engine can read (integers, dates, timestamps,
+ * numeric(p <= 38, s), char/varchar(n <= 16); four words at most); each restriction clause of
+ * F is a block filter; and PostgreSQL's estimate of the groups leaves at least
+ * scoot.eager_agg_min_group_size rows per group. Then F's unparameterized paths are replaced by
+ * the ScootPreAgg path and F's row estimate becomes the group count, so the joins above are
+ * planned for the rows they will get; parameterized index paths stay (a nested loop may still
+ * fetch F's rows one by one: the aggregates above are exact either way).
+ *
+ * The node's scan row is the group key columns then the partial aggregates, each in the column
+ * of F it aggregates (custom_scan_tlist: plain Vars of F, so every expression above reads them
+ * unchanged). It carries F's plain scan as its child and runs that instead, from the start, when
+ * the engine cannot answer exactly (a block storing a column in another form, a NaN, an
+ * overflow): the child's rows are F's rows, which the aggregates above sum just as well.
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/explain.h"
+#include "executor/executor.h"
+#include "nodes/extensible.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/pathnode.h"
+#include "optimizer/paths.h"
+#include "optimizer/planmain.h"
+#include "parser/parsetree.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/ruleutils.h"
+#include "utils/selfuncs.h"
+
+/* customscan.c */
+extern char *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
+extern char *scoot_describe_filters(List *described);
+
+/* customagg.c */
+extern char *scoot_agg_type_code(Oid typ, int32 typmod, bool key);
+
+/* Rust side (src/exec/mod.rs, src/exec/agg.rs) */
+extern double scoot_eager_agg_min_group(void);
+extern void *scoot_agg_create(const char *spec);
+extern void scoot_agg_free(void *agg);
+extern const char *scoot_agg_run(void *agg, TableScanDesc scan);
+extern int64 scoot_agg_ngroups(void *agg);
+extern void scoot_agg_stats(void *agg, int64 *blocks, int64 *emptied, int64 *skipped);
+extern void scoot_agg_row(void *agg, int64 g, Datum *values, bool *nulls);
+
+void		scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relation r);
+void		scoot_install_custom_preagg(void);
+
+typedef struct PreAggState
+{
+	CustomScanState css;
+	PlanState  *child;			/* F's plain scan: the fallback */
+	MemoryContext cxt;			/* the Rust state and the result datums */
+	void	   *agg;
+	bool		started;
+	const char *fallback;		/* why the child runs, or NULL */
+	int64		next;
+	int64		ngroups;
+	int64		blocks;
+	int64		emptied;
+	int64		skipped;
+	int64		rows_out;
+} PreAggState;
+
+static Plan *preagg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
+							  List *tlist, List *clauses, List *custom_plans);
+static Node *preagg_create_state(CustomScan *cscan);
+static void preagg_begin(CustomScanState *node, EState *estate, int eflags);
+static TupleTableSlot *preagg_exec(CustomScanState *node);
+static void preagg_end(CustomScanState *node);
+static void preagg_rescan(CustomScanState *node);
+static void preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es);
+
+static const CustomPathMethods preagg_path_methods = {
+	.CustomName = "ScootPreAgg",
+	.PlanCustomPath = preagg_plan_path,
+};
+
+static const CustomScanMethods preagg_scan_methods = {
+	.CustomName = "ScootPreAgg",
+	.CreateCustomScanState = preagg_create_state,
+};
+
+static const CustomExecMethods preagg_exec_methods = {
+	.CustomName = "ScootPreAgg",
+	.BeginCustomScan = preagg_begin,
+	.ExecCustomScan = preagg_exec,
+	.EndCustomScan = preagg_end,
+	.ReScanCustomScan = preagg_rescan,
+	.ExplainCustomScan = preagg_explain,
+};
+
+/* How a column of F is used above its scan (bits). */
+#define USE_SUM		1			/* as the argument of sum() */
+#define USE_MIN		2			/* as the argument of min() */
+#define USE_MAX		4			/* as the argument of max() */
+#define USE_OTHER	8			/* anywhere else */
+
+typedef struct UseContext
+{
+	Index		relid;			/* F (0: not chosen yet) */
+	int			natts;			/* F's columns (when chosen) */
+	char	   *use;			/* per attribute number: USE_* bits */
+	bool		bad;			/* an aggregate or reference that rules eager aggregation out */
+} UseContext;
+
+static bool use_walker(Node *node, UseContext *cx);
+
+/* A plain pg_catalog aggregate of this name, with one argument and nothing else? */
+static bool
+plain_agg(Aggref *a, const char *name)
+{
+	return a->aggsplit == AGGSPLIT_SIMPLE && a->aggdistinct == NIL && a->aggorder == NIL &&
+		a->aggfilter == NULL && !a->aggvariadic && a->aggkind == AGGKIND_NORMAL &&
+		a->agglevelsup == 0 && a->aggdirectargs == NIL && !a->aggstar &&
+		list_length(a->args) == 1 &&
+		get_func_namespace(a->aggfnoid) == PG_CATALOG_NAMESPACE &&
+		strcmp(get_func_name(a->aggfnoid), name) == 0;
+}
+
+/* The aggregate's argument if it is a plain column of relid (NULL otherwise). */
+static Var *
+agg_var(Aggref *a, Index relid)
+{
+	Node	   *n = (Node *) ((TargetEntry *) linitial(a->args))->expr;
+
+	if (IsA(n, Var) && ((Var *) n)->varno == (int) relid && ((Var *) n)->varlevelsup == 0 &&
+		((Var *) n)->varattno > 0)
+		return (Var *) n;
+	return NULL;
+}
+
+static void
+note_use(UseContext *cx, AttrNumber att, char use)
+{
+	if (att <= 0 || att > cx->natts)
+	{
+		cx->bad = true;			/* a system column or a whole-row reference */
+		return;
+	}
+	cx->use[att] |= use;
+}
+
+
+/* A numeric constant 0, or NULL? */
+static bool
+zero_or_null(Node *n)
+{
+	Const	   *c = (Const *) n;
+
+	if (!IsA(n, Const) || c->consttype != NUMERICOID)
+		return false;
+	if (c->constisnull)
+		return true;
+	return DatumGetInt32(DirectFunctionCall2(numeric_cmp, c->constvalue,
+											 DirectFunctionCall1(int4_numeric, Int32GetDatum(0)))) == 0;
+}
+
+/*
+ * The column a sum adds up, if its argument is a plain numeric column or linear in one:
+ * CASE [x] WHEN cond THEN col ... ELSE 0 END (each result the same column, 0 or NULL; CH Q14's
+ * sum(CASE WHEN i_data LIKE 'PR%' THEN ol_amount ELSE 0 END)). Such a CASE over a group's
+ * partial sum is the sum of the CASE over its rows when the conditions read no summed column
+ * (they are walked as ordinary uses: a summed column in them rules the table out). NULL
+ * otherwise.
+ */
+static Var *
+summed_var(Node *arg, UseContext *cx)
+{
+	Var		   *v = NULL;
+	ListCell   *lc;
+	CaseExpr   *ce;
+
+	if (IsA(arg, Var))
+		v = (Var *) arg;
+	else if (IsA(arg, CaseExpr) && ((CaseExpr *) arg)->casetype == NUMERICOID)
+	{
+		ce = (CaseExpr *) arg;
+		foreach(lc, ce->args)
+		{
+			CaseWhen   *w = lfirst_node(CaseWhen, lc);
+			Node	   *r = (Node *) w->result;
+
+			if (IsA(r, Var) && (v == NULL || equal(r, v)))
+				v = (Var *) r;
+			else if (!zero_or_null(r))
+				return NULL;
+		}
+		if (ce->defresult != NULL)
+		{
+			Node	   *r = (Node *) ce->defresult;
+
+			if (IsA(r, Var) && (v == NULL || equal(r, v)))
+				v = (Var *) r;
+			else if (!zero_or_null(r))
+				return NULL;
+		}
+		if (v == NULL)
+			return NULL;
+		if (cx != NULL)
+		{
+			use_walker((Node *) ce->arg, cx);
+			foreach(lc, ce->args)
+				use_walker((Node *) lfirst_node(CaseWhen, lc)->expr, cx);
+		}
+	}
+	if (v == NULL || v->vartype != NUMERICOID || v->varlevelsup != 0 || v->varattno <= 0)
+		return NULL;
+	return v;
+}
+
+static bool
+use_walker(Node *node, UseContext *cx)
+{
+	if (node == NULL || cx->bad)
+		return false;
+	if (IsA(node, Var))
+	{
+		Var		   *v = (Var *) node;
+
+		if (v->varno == (int) cx->relid && v->varlevelsup == 0)
+			note_use(cx, v->varattno, USE_OTHER);
+		return false;
+	}
+	if (IsA(node, Aggref))
+	{
+		Aggref	   *a = (Aggref *) node;
+		Var		   *v = NULL;
+
+		if (plain_agg(a, "sum"))
+		{
+			/* a sum counts its rows' multiplicity: only sums of F's numeric columns */
+			v = summed_var((Node *) ((TargetEntry *) linitial(a->args))->expr, cx);
+			if (v == NULL || v->varno != (int) cx->relid || a->aggtype != NUMERICOID)
+			{
+				cx->bad = true;
+				return false;
+			}
+			note_use(cx, v->varattno, USE_SUM);
+			return false;
+		}
+		if (plain_agg(a, "min") || plain_agg(a, "max"))
+		{
+			bool		is_min = strcmp(get_func_name(a->aggfnoid), "min") == 0;
+
+			v = agg_var(a, cx->relid);
+			if (v != NULL && a->aggtype == v->vartype)
+			{
+				note_use(cx, v->varattno, is_min ? USE_MIN : USE_MAX);
+				return false;
+			}
+			/* min/max of anything else: its columns are used as they are */
+			return expression_tree_walker((Node *) a->args, use_walker, cx);
+		}
+		cx->bad = true;			/* count, avg, ...: they depend on the number of rows */
+		return false;
+	}
+	if (IsA(node, SubLink) || IsA(node, SubPlan) || IsA(node, PlaceHolderVar) ||
+		IsA(node, GroupingFunc) || IsA(node, WindowFunc))
+	{
+		cx->bad = true;
+		return false;
+	}
+	return expression_tree_walker(node, use_walker, cx);
+}
+
+/* The first sum's table (0 if none, or it is no plain column). */
+static bool
+first_sum_walker(Node *node, Index *relid)
+{
+	if (node == NULL || *relid != 0)
+		return false;
+	if (IsA(node, Aggref))
+	{
+		Aggref	   *a = (Aggref *) node;
+
+		if (plain_agg(a, "sum"))
+		{
+			Var		   *v = summed_var((Node *) ((TargetEntry *) linitial(a->args))->expr, NULL);
+
+			*relid = v != NULL ? (Index) v->varno : (Index) -1;
+		}
+		return false;
+	}
+	return expression_tree_walker(node, first_sum_walker, relid);
+}
+
+/* Walks a qual (implicit-AND list or expression): conjuncts that read F alone are F's filters. */
+static void
+walk_quals(PlannerInfo *root, Node *quals, UseContext *cx)
+{
+	List	   *conj;
+	ListCell   *lc;
+
+	if (quals == NULL)
+		return;
+	conj = IsA(quals, List) ? (List *) quals : make_ands_implicit((Expr *) quals);
+	foreach(lc, conj)
+	{
+		Node	   *c = lfirst(lc);
+		Relids		rels = pull_varnos(root, c);
+
+		if (bms_is_empty(rels) || bms_equal(rels, bms_make_singleton(cx->relid)))
+			continue;			/* a filter of F (or a constant): applied to F's rows first */
+		use_walker(c, cx);
+	}
+}
+
+static void
+walk_jointree(PlannerInfo *root, Node *jt, UseContext *cx)
+{
+	if (jt == NULL || cx->bad)
+		return;
+	if (IsA(jt, RangeTblRef))
+		return;
+	if (IsA(jt, FromExpr))
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((FromExpr *) jt)->fromlist)
+			walk_jointree(root, lfirst(lc), cx);
+		walk_quals(root, ((FromExpr *) jt)->quals, cx);
+		return;
+	}
+	if (IsA(jt, JoinExpr) && ((JoinExpr *) jt)->jointype == JOIN_INNER)
+	{
+		walk_jointree(root, ((JoinExpr *) jt)->larg, cx);
+		walk_jointree(root, ((JoinExpr *) jt)->rarg, cx);
+		walk_quals(root, ((JoinExpr *) jt)->quals, cx);
+		return;
+	}
+	cx->bad = true;
+}
+
+/* The query level's shape allows eager aggregation at all? */
+static bool
+query_allows(PlannerInfo *root)
+{
+	Query	   *parse = root->parse;
+	ListCell   *lc;
+
+	if (parse->commandType != CMD_SELECT || !parse->hasAggs || parse->groupingSets != NIL ||
+		parse->hasWindowFuncs || parse->hasTargetSRFs || parse->hasSubLinks ||
+		parse->rowMarks != NIL || parse->setOperations != NULL || parse->hasForUpdate ||
+		root->join_info_list != NIL || root->hasLateralRTEs ||
+		bms_membership(root->all_baserels) != BMS_MULTIPLE)
+		return false;
+	foreach(lc, parse->rtable)
+	{
+		RangeTblEntry *rte = lfirst(lc);
+
+		if (rte->lateral)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Offers the ScootPreAgg path for scoot table `rel` (relation `r`, open) when eager
+ * aggregation is exact and pays (see the header); replaces its unparameterized paths then.
+ */
+void
+scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relation r)
+{
+	double		min_group = scoot_eager_agg_min_group();
+	Index		relid = rel->relid;
+	Index		first = 0;
+	UseContext	cx;
+	StringInfoData spec;
+	List	   *keys = NIL,
+			   *aggs = NIL,
+			   *described = NIL,
+			   *kept = NIL;
+	List	   *key_exprs = NIL;
+	List	   *kinds = NIL;
+	ListCell   *lc;
+	Path	   *child = NULL;
+	CustomPath *cp;
+	int			key_words = 0;
+	double		groups;
+	int			natts = RelationGetDescr(r)->natts;
+
+	if (min_group <= 0 || rel->reloptkind != RELOPT_BASEREL || rel->lateral_relids != NULL ||
+		rel->lateral_referencers != NULL || !query_allows(root))
+		return;
+	/* F: the first sum's table */
+	first_sum_walker((Node *) root->parse->targetList, &first);
+	if (first == 0)
+		first_sum_walker(root->parse->havingQual, &first);
+	if (first != relid)
+		return;
+
+	/* how the query uses F's columns outside F's own filters */
+	cx.relid = relid;
+	cx.natts = natts;
+	cx.use = palloc0(natts + 1);
+	cx.bad = false;
+	use_walker((Node *) root->parse->targetList, &cx);
+	use_walker(root->parse->havingQual, &cx);
+	walk_jointree(root, (Node *) root->parse->jointree, &cx);
+	if (cx.bad)
+		return;
+	/* a summed column must be summed only: as a key its sum would count each group once */
+	for (int att = 1; att <= natts; att++)
+		if ((cx.use[att] & USE_SUM) && cx.use[att] != USE_SUM)
+			return;
+
+	initStringInfo(&spec);
+	/* F's filters run in the engine, on the rows, before grouping */
+	foreach(lc, rel->baserestrictinfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		char	   *d = NULL;
+		char	   *f;
+
+		if (ri->pseudoconstant)
+			continue;			/* a gating Result above the scan */
+		f = scoot_block_filter(rel, ri->clause, &d, r);
+		if (f == NULL)
+			return;
+		appendStringInfo(&spec, "F %s\n", f);
+		described = lappend(described, makeString(d));
+	}
+
+	/* what the plan reads of F: group keys, or the partial aggregates */
+	foreach(lc, rel->reltarget->exprs)
+	{
+		Var		   *v = (Var *) lfirst(lc);
+		char	   *code;
+
+		if (!IsA(v, Var) || v->varno != (int) relid || v->varattno <= 0 || v->varattno > natts)
+			return;
+		if (cx.use[v->varattno] == USE_SUM || cx.use[v->varattno] == USE_MIN ||
+			cx.use[v->varattno] == USE_MAX)
+		{
+			code = scoot_agg_type_code(v->vartype, v->vartypmod, false);
+			if (code == NULL)
+				return;
+			aggs = lappend(aggs, v);
+			continue;
+		}
+		code = scoot_agg_type_code(v->vartype, v->vartypmod, true);
+		if (code == NULL)
+			return;
+		/* the engine groups by the stored bytes: equal bytes are the same value to any operator */
+		if (OidIsValid(v->varcollid) && !get_collation_isdeterministic(v->varcollid))
+			return;
+		key_words += (code[0] == 'i' || (code[0] == 'c' && atoi(code + 1) <= 8)) ? 1 : 2;
+		appendStringInfo(&spec, "K %d %s\n", v->varattno, code);
+		keys = lappend(keys, v);
+		key_exprs = lappend(key_exprs, v);
+	}
+	/* no keys: one group even over no rows, where the join would have had none */
+	if (aggs == NIL || keys == NIL || key_words > 4)
+		return;
+	foreach(lc, aggs)
+	{
+		Var		   *v = lfirst(lc);
+		char		u = cx.use[v->varattno];
+		char	   *kind = u == USE_SUM ? "sum" : u == USE_MIN ? "min" : "max";
+
+		appendStringInfo(&spec, "A %s v%d:%s\n", kind, v->varattno,
+						 scoot_agg_type_code(v->vartype, v->vartypmod, false));
+		kinds = lappend(kinds, makeString(kind));
+	}
+
+	/* does it pay? */
+	groups = estimate_num_groups(root, key_exprs, rel->rows, NULL, NULL);
+	if (groups * min_group > rel->rows)
+		return;
+
+	/* the fallback: F's cheapest plain scan (it stays alive: no add_path sees it again) */
+	foreach(lc, rel->pathlist)
+	{
+		Path	   *p = lfirst(lc);
+
+		if (p->param_info != NULL)
+		{
+			kept = lappend(kept, p);
+			continue;
+		}
+		if (p->pathkeys == NIL && (IsA(p, CustomPath) || p->pathtype == T_SeqScan) &&
+			(child == NULL || p->total_cost < child->total_cost))
+			child = p;
+	}
+	if (child == NULL)
+		return;
+
+	cp = makeNode(CustomPath);
+	cp->path.pathtype = T_CustomScan;
+	cp->path.parent = rel;
+	cp->path.pathtarget = rel->reltarget;
+	cp->path.param_info = NULL;
+	cp->path.parallel_aware = false;
+	cp->path.parallel_safe = false;
+	cp->path.parallel_workers = 0;
+	cp->path.pathkeys = NIL;
+	cp->path.rows = clamp_row_est(groups);
+	/* the scan, plus a fraction of an operator per row and key and aggregate (column arrays) */
+	cp->path.startup_cost = child->total_cost +
+		rel->tuples * cpu_operator_cost * 0.25 * (list_length(keys) + list_length(aggs));
+	cp->path.total_cost = cp->path.startup_cost + cp->path.rows * cpu_tuple_cost;
+	cp->custom_paths = list_make1(child);
+	/*
+	 * custom_private: (description, keys then aggregated columns, number of keys, filter
+	 * descriptions, aggregate kinds)
+	 */
+	cp->custom_private = list_make5(makeString(spec.data), list_concat(keys, aggs),
+									makeInteger(list_length(keys)), described, kinds);
+	cp->methods = &preagg_path_methods;
+
+	/* F now yields its groups: the joins above are planned for that many rows */
+	rel->rows = cp->path.rows;
+	rel->pathlist = kept;
+	rel->partial_pathlist = NIL;
+	add_path(rel, (Path *) cp);
+}
+
+static Plan *
+preagg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
+				 List *tlist, List *clauses, List *custom_plans)
+{
+	CustomScan *cs = makeNode(CustomScan);
+	List	   *cols = (List *) lsecond(best_path->custom_private);
+	List	   *scan_tlist = NIL;
+	List	   *child_tlist = NIL;
+	Plan	   *child = linitial(custom_plans);
+	ListCell   *lc;
+	int			resno = 1;
+
+	foreach(lc, cols)
+	{
+		scan_tlist = lappend(scan_tlist, makeTargetEntry(copyObject(lfirst(lc)), resno, NULL, false));
+		child_tlist = lappend(child_tlist, makeTargetEntry(copyObject(lfirst(lc)), resno, NULL, false));
+		resno++;
+	}
+	/* the fallback produces the node's scan row */
+	child->targetlist = child_tlist;
+
+	cs->methods = &preagg_scan_methods;
+	cs->scan.plan.targetlist = tlist;
+	cs->scan.plan.qual = NIL;	/* every filter is the engine's (or the child's) */
+	cs->scan.scanrelid = rel->relid;
+	cs->custom_scan_tlist = scan_tlist;
+	cs->custom_plans = custom_plans;
+	cs->flags = best_path->flags;
+	cs->custom_private = list_make4(linitial(best_path->custom_private),
+									lthird(best_path->custom_private),
+									lfourth(best_path->custom_private),
+									list_nth(best_path->custom_private, 4));
+	return &cs->scan.plan;
+}
+
+static Node *
+preagg_create_state(CustomScan *cscan)
+{
+	PreAggState *s = (PreAggState *) newNode(sizeof(PreAggState), T_CustomScanState);
+
+	s->css.methods = &preagg_exec_methods;
+	return (Node *) s;
+}
+
+static void
+preagg_begin(CustomScanState *node, EState *estate, int eflags)
+{
+	PreAggState *s = (PreAggState *) node;
+	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
+
+	s->child = ExecInitNode(linitial(cs->custom_plans), estate, eflags);
+	node->custom_ps = list_make1(s->child);
+	s->cxt = AllocSetContextCreate(CurrentMemoryContext, "ScootPreAgg", ALLOCSET_DEFAULT_SIZES);
+}
+
+/* Groups F's rows (first call), or learns why the child must run. */
+static void
+preagg_start(PreAggState *s)
+{
+	ScanState  *ss = &s->css.ss;
+	CustomScan *cs = (CustomScan *) ss->ps.plan;
+	MemoryContext old = MemoryContextSwitchTo(s->cxt);
+	TableScanDesc scan;
+
+	s->agg = scoot_agg_create(strVal(linitial(cs->custom_private)));
+	scan = table_beginscan(ss->ss_currentRelation, ss->ps.state->es_snapshot, 0, NULL);
+	s->fallback = scoot_agg_run(s->agg, scan);
+	table_endscan(scan);
+	s->ngroups = s->fallback ? 0 : scoot_agg_ngroups(s->agg);
+	scoot_agg_stats(s->agg, &s->blocks, &s->emptied, &s->skipped);
+	s->next = 0;
+	s->started = true;
+	MemoryContextSwitchTo(old);
+}
+
+static TupleTableSlot *
+preagg_next(ScanState *ss)
+{
+	PreAggState *s = (PreAggState *) ss;
+	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
+	MemoryContext old;
+
+	if (!s->started)
+		preagg_start(s);
+	if (s->fallback)
+	{
+		TupleTableSlot *r = ExecProcNode(s->child);
+
+		if (TupIsNull(r))
+			return ExecClearTuple(slot);
+		s->rows_out++;
+		return ExecCopySlot(slot, r);
+	}
+	ExecClearTuple(slot);
+	if (s->next >= s->ngroups)
+		return slot;
+	/* a group's datums live until the node resets (the joins above may keep the row) */
+	old = MemoryContextSwitchTo(s->cxt);
+	scoot_agg_row(s->agg, s->next++, slot->tts_values, slot->tts_isnull);
+	MemoryContextSwitchTo(old);
+	s->rows_out++;
+	return ExecStoreVirtualTuple(slot);
+}
+
+static bool
+preagg_recheck(ScanState *ss, TupleTableSlot *slot)
+{
+	return true;
+}
+
+static TupleTableSlot *
+preagg_exec(CustomScanState *node)
+{
+	return ExecScan(&node->ss, (ExecScanAccessMtd) preagg_next, (ExecScanRecheckMtd) preagg_recheck);
+}
+
+static void
+preagg_reset(PreAggState *s)
+{
+	if (s->agg)
+		scoot_agg_free(s->agg);
+	s->agg = NULL;
+	s->started = false;
+	s->fallback = NULL;
+	s->rows_out = 0;
+	MemoryContextReset(s->cxt);
+}
+
+static void
+preagg_end(CustomScanState *node)
+{
+	PreAggState *s = (PreAggState *) node;
+
+	preagg_reset(s);
+	ExecEndNode(s->child);
+	if (node->ss.ps.ps_ResultTupleSlot)
+		ExecClearTuple(node->ss.ps.ps_ResultTupleSlot);
+	ExecClearTuple(node->ss.ss_ScanTupleSlot);
+}
+
+static void
+preagg_rescan(CustomScanState *node)
+{
+	PreAggState *s = (PreAggState *) node;
+
+	ExecClearTuple(node->ss.ss_ScanTupleSlot);
+	preagg_reset(s);
+	ExecReScan(s->child);
+	ExecScanReScan(&node->ss);
+}
+
+static void
+preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
+{
+	PreAggState *s = (PreAggState *) node;
+	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
+	int			nkeys = intVal(lsecond(cs->custom_private));
+	List	   *described = (List *) lthird(cs->custom_private);
+	List	   *kinds = (List *) lfourth(cs->custom_private);
+	List	   *context;
+	StringInfoData keys,
+				aggs;
+	ListCell   *lc;
+	int			i = 0;
+
+	context = set_deparse_context_plan(es->deparse_cxt, node->ss.ps.plan, ancestors);
+	initStringInfo(&keys);
+	initStringInfo(&aggs);
+	foreach(lc, cs->custom_scan_tlist)
+	{
+		TargetEntry *tle = lfirst_node(TargetEntry, lc);
+		char	   *col = deparse_expression((Node *) tle->expr, context, false, false);
+
+		if (i++ < nkeys)
+		{
+			if (keys.len > 0)
+				appendStringInfoString(&keys, ", ");
+			appendStringInfoString(&keys, col);
+		}
+		else
+		{
+			if (aggs.len > 0)
+				appendStringInfoString(&aggs, ", ");
+			appendStringInfo(&aggs, "%s(%s)", strVal(list_nth(kinds, i - 1 - nkeys)), col);
+		}
+	}
+	ExplainPropertyText("Scoot Group Keys", keys.data, es);
+	ExplainPropertyText("Scoot Partial Aggregates", aggs.data, es);
+	if (described != NIL)
+		ExplainPropertyText("Scoot Block Filter", scoot_describe_filters(described), es);
+	if (es->analyze && s->started)
+	{
+		ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);
+		if (es->format != EXPLAIN_FORMAT_TEXT || s->skipped > 0)
+			ExplainPropertyInteger("Scoot Blocks Skipped by Zone Maps", NULL, s->skipped, es);
+		if (es->format != EXPLAIN_FORMAT_TEXT || s->emptied > 0)
+			ExplainPropertyInteger("Scoot Blocks Emptied by Filters", NULL, s->emptied, es);
+		ExplainPropertyText("Scoot Fallback", s->fallback ? s->fallback : "none", es);
+	}
+}
+
+void
+scoot_install_custom_preagg(void)
+{
+	RegisterCustomScanMethods(&preagg_scan_methods);
+}
