@@ -96,6 +96,8 @@ EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o 
 EXPLAIN (COSTS OFF) SELECT f.o, sum(f.n) FROM ea_f f GROUP BY f.o;
 EXPLAIN (COSTS OFF) SELECT c.name, sum(f.n) FROM ea_c c, ea_f f WHERE f.t = c.name GROUP BY c.name;
 EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.id = o.o GROUP BY o.note;
+-- a volatile qual (it would run once per group instead of once per row)
+EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND random() >= 0 GROUP BY o.note;
 -- a summed column that is also a join key, a join filter operand or a group key
 EXPLAIN (COSTS OFF) SELECT o.note, sum(f.q) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.q < o.d + 2 GROUP BY o.note;
 EXPLAIN (COSTS OFF) SELECT f.q, sum(f.q), sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY f.q;

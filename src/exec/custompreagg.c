@@ -334,6 +334,12 @@ walk_quals(PlannerInfo *root, Node *quals, UseContext *cx)
 		Node	   *c = lfirst(lc);
 		Relids		rels = pull_varnos(root, c);
 
+		/* a volatile qual runs once per row it sees: grouping would change how often */
+		if (contain_volatile_functions(c))
+		{
+			cx->bad = true;
+			return;
+		}
 		if (bms_is_empty(rels) || bms_equal(rels, bms_make_singleton(cx->relid)))
 			continue;			/* a filter of F (or a constant): applied to F's rows first */
 		use_walker(c, cx);
