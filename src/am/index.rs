@@ -486,7 +486,8 @@ struct IndexFetch {
     /// [`set_fetch_columns`] was called (the columns an index scan node reads are known)
     masked: bool,
     /// ... and the columns `[0, eager)` hold every one it reads: copied while the chain walk
-    /// holds the block's lock, instead of locking it again when the slot is read
+    /// holds the block's lock, instead of locking it again when the slot is read (all columns
+    /// before [`set_fetch_columns`])
     eager: usize,
 }
 
@@ -545,7 +546,11 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         b.ctx = f as *mut c_void;
         (*f).batch = super::scan::new_holder_boxed(b);
         (*f).masked = false;
-        (*f).eager = 0;
+        // until the scan node names its columns (after its first row: PostgreSQL begins the
+        // index scan lazily), every column is copied under the chain walk's lock: a statement
+        // that fetches one row (most of TPC-C) would otherwise lock the block again to copy the
+        // columns it reads
+        (*f).eager = (*(*rel).rd_att).natts.max(0) as usize;
         f as *mut pg_sys::IndexFetchTableData
     })
 }
