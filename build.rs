@@ -9,6 +9,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/exec/customscan.c");
     println!("cargo:rerun-if-changed=src/exec/customagg.c");
     println!("cargo:rerun-if-changed=src/exec/custompreagg.c");
+    println!("cargo:rerun-if-changed=src/exec/aggnode.h");
     println!("cargo:rerun-if-env-changed=PGRX_PG_CONFIG_PATH");
     println!("cargo:rerun-if-env-changed=PG_CONFIG");
     let pg_config = std::env::var("PGRX_PG_CONFIG_PATH")

@@ -47,6 +47,8 @@
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 
+#include "aggnode.h"
+
 /* customscan.c */
 extern char *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
 extern double scoot_column_share(RelOptInfo *rel, int natts, bool *all);
@@ -69,28 +71,10 @@ Datum		scoot_numeric_div(Datum a, Datum b);
 
 static create_upper_paths_hook_type prev_upper_paths = NULL;
 
-typedef struct ScootAggState
-{
-	CustomScanState css;
-	PlanState  *child;			/* PostgreSQL's Agg plan: the fallback */
-	MemoryContext cxt;			/* the Rust state and the result datums */
-	void	   *agg;
-	bool		started;
-	const char *fallback;		/* why the child runs, or NULL */
-	int64		next;
-	int64		ngroups;
-	int64		blocks;
-	int64		emptied;
-	int64		skipped;
-} ScootAggState;
 
 static Plan *agg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 						   List *tlist, List *clauses, List *custom_plans);
 static Node *agg_create_state(CustomScan *cscan);
-static void agg_begin(CustomScanState *node, EState *estate, int eflags);
-static TupleTableSlot *agg_exec(CustomScanState *node);
-static void agg_end(CustomScanState *node);
-static void agg_rescan(CustomScanState *node);
 static void agg_explain(CustomScanState *node, List *ancestors, ExplainState *es);
 
 static const CustomPathMethods agg_path_methods = {
@@ -105,10 +89,10 @@ static const CustomScanMethods agg_scan_methods = {
 
 static const CustomExecMethods agg_exec_methods = {
 	.CustomName = "ScootAgg",
-	.BeginCustomScan = agg_begin,
-	.ExecCustomScan = agg_exec,
-	.EndCustomScan = agg_end,
-	.ReScanCustomScan = agg_rescan,
+	.BeginCustomScan = scoot_aggnode_begin,
+	.ExecCustomScan = scoot_aggnode_exec,
+	.EndCustomScan = scoot_aggnode_end,
+	.ReScanCustomScan = scoot_aggnode_rescan,
 	.ExplainCustomScan = agg_explain,
 };
 
@@ -613,8 +597,8 @@ agg_create_state(CustomScan *cscan)
 	return (Node *) s;
 }
 
-static void
-agg_begin(CustomScanState *node, EState *estate, int eflags)
+void
+scoot_aggnode_begin(CustomScanState *node, EState *estate, int eflags)
 {
 	ScootAggState *s = (ScootAggState *) node;
 	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
@@ -624,7 +608,10 @@ agg_begin(CustomScanState *node, EState *estate, int eflags)
 	s->cxt = AllocSetContextCreate(CurrentMemoryContext, "ScootAgg", ALLOCSET_DEFAULT_SIZES);
 }
 
-/* Computes the aggregates over the table (first call), or learns why the child must. */
+/*
+ * The executor side shared with ScootPreAgg (aggnode.h). Computes the aggregates over the
+ * table (first call), or learns why the child must.
+ */
 static void
 agg_start(ScootAggState *s)
 {
@@ -676,8 +663,8 @@ agg_recheck(ScanState *ss, TupleTableSlot *slot)
 	return true;
 }
 
-static TupleTableSlot *
-agg_exec(CustomScanState *node)
+TupleTableSlot *
+scoot_aggnode_exec(CustomScanState *node)
 {
 	return ExecScan(&node->ss, (ExecScanAccessMtd) agg_next, (ExecScanRecheckMtd) agg_recheck);
 }
@@ -693,8 +680,8 @@ agg_reset(ScootAggState *s)
 	MemoryContextReset(s->cxt);
 }
 
-static void
-agg_end(CustomScanState *node)
+void
+scoot_aggnode_end(CustomScanState *node)
 {
 	ScootAggState *s = (ScootAggState *) node;
 
@@ -705,8 +692,8 @@ agg_end(CustomScanState *node)
 	ExecClearTuple(node->ss.ss_ScanTupleSlot);
 }
 
-static void
-agg_rescan(CustomScanState *node)
+void
+scoot_aggnode_rescan(CustomScanState *node)
 {
 	ScootAggState *s = (ScootAggState *) node;
 

@@ -1,6 +1,7 @@
 /*
  * ScootPreAgg: eager aggregation below joins for scoot tables (planner decision, plan, executor
- * node, EXPLAIN). The aggregation itself is ScootAgg's engine (src/exec/agg.rs).
+ * node, EXPLAIN). The aggregation itself is ScootAgg's engine (src/exec/agg.rs), run by the
+ * executor side the two nodes share (aggnode.h, in customagg.c).
  *
  * A join query whose aggregates sum a scoot table F's columns (CH-benCHmark Q18: orders,
  * customer and order_line joined, sum(ol_amount) per order) hands every row of F to the joins
@@ -61,6 +62,8 @@
 #include "utils/ruleutils.h"
 #include "utils/selfuncs.h"
 
+#include "aggnode.h"
+
 /* customscan.c */
 extern char *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
 extern char *scoot_describe_filters(List *described);
@@ -68,41 +71,15 @@ extern char *scoot_describe_filters(List *described);
 /* customagg.c */
 extern char *scoot_agg_type_code(Oid typ, int32 typmod, bool key);
 
-/* Rust side (src/exec/mod.rs, src/exec/agg.rs) */
+/* Rust side (src/exec/mod.rs) */
 extern double scoot_eager_agg_min_group(void);
-extern void *scoot_agg_create(const char *spec);
-extern void scoot_agg_free(void *agg);
-extern const char *scoot_agg_run(void *agg, TableScanDesc scan);
-extern int64 scoot_agg_ngroups(void *agg);
-extern void scoot_agg_stats(void *agg, int64 *blocks, int64 *emptied, int64 *skipped);
-extern void scoot_agg_row(void *agg, int64 g, Datum *values, bool *nulls);
 
 void		scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relation r);
 void		scoot_install_custom_preagg(void);
 
-typedef struct PreAggState
-{
-	CustomScanState css;
-	PlanState  *child;			/* F's plain scan: the fallback */
-	MemoryContext cxt;			/* the Rust state and the result datums */
-	void	   *agg;
-	bool		started;
-	const char *fallback;		/* why the child runs, or NULL */
-	int64		next;
-	int64		ngroups;
-	int64		blocks;
-	int64		emptied;
-	int64		skipped;
-	int64		rows_out;
-} PreAggState;
-
 static Plan *preagg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 							  List *tlist, List *clauses, List *custom_plans);
 static Node *preagg_create_state(CustomScan *cscan);
-static void preagg_begin(CustomScanState *node, EState *estate, int eflags);
-static TupleTableSlot *preagg_exec(CustomScanState *node);
-static void preagg_end(CustomScanState *node);
-static void preagg_rescan(CustomScanState *node);
 static void preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es);
 
 static const CustomPathMethods preagg_path_methods = {
@@ -117,10 +94,10 @@ static const CustomScanMethods preagg_scan_methods = {
 
 static const CustomExecMethods preagg_exec_methods = {
 	.CustomName = "ScootPreAgg",
-	.BeginCustomScan = preagg_begin,
-	.ExecCustomScan = preagg_exec,
-	.EndCustomScan = preagg_end,
-	.ReScanCustomScan = preagg_rescan,
+	.BeginCustomScan = scoot_aggnode_begin,
+	.ExecCustomScan = scoot_aggnode_exec,
+	.EndCustomScan = scoot_aggnode_end,
+	.ReScanCustomScan = scoot_aggnode_rescan,
 	.ExplainCustomScan = preagg_explain,
 };
 
@@ -594,123 +571,16 @@ preagg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 static Node *
 preagg_create_state(CustomScan *cscan)
 {
-	PreAggState *s = (PreAggState *) newNode(sizeof(PreAggState), T_CustomScanState);
+	ScootAggState *s = (ScootAggState *) newNode(sizeof(ScootAggState), T_CustomScanState);
 
 	s->css.methods = &preagg_exec_methods;
 	return (Node *) s;
 }
 
 static void
-preagg_begin(CustomScanState *node, EState *estate, int eflags)
-{
-	PreAggState *s = (PreAggState *) node;
-	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
-
-	s->child = ExecInitNode(linitial(cs->custom_plans), estate, eflags);
-	node->custom_ps = list_make1(s->child);
-	s->cxt = AllocSetContextCreate(CurrentMemoryContext, "ScootPreAgg", ALLOCSET_DEFAULT_SIZES);
-}
-
-/* Groups F's rows (first call), or learns why the child must run. */
-static void
-preagg_start(PreAggState *s)
-{
-	ScanState  *ss = &s->css.ss;
-	CustomScan *cs = (CustomScan *) ss->ps.plan;
-	MemoryContext old = MemoryContextSwitchTo(s->cxt);
-	TableScanDesc scan;
-
-	s->agg = scoot_agg_create(strVal(linitial(cs->custom_private)));
-	scan = table_beginscan(ss->ss_currentRelation, ss->ps.state->es_snapshot, 0, NULL);
-	s->fallback = scoot_agg_run(s->agg, scan);
-	table_endscan(scan);
-	s->ngroups = s->fallback ? 0 : scoot_agg_ngroups(s->agg);
-	scoot_agg_stats(s->agg, &s->blocks, &s->emptied, &s->skipped);
-	s->next = 0;
-	s->started = true;
-	MemoryContextSwitchTo(old);
-}
-
-static TupleTableSlot *
-preagg_next(ScanState *ss)
-{
-	PreAggState *s = (PreAggState *) ss;
-	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
-	MemoryContext old;
-
-	if (!s->started)
-		preagg_start(s);
-	if (s->fallback)
-	{
-		TupleTableSlot *r = ExecProcNode(s->child);
-
-		if (TupIsNull(r))
-			return ExecClearTuple(slot);
-		s->rows_out++;
-		return ExecCopySlot(slot, r);
-	}
-	ExecClearTuple(slot);
-	if (s->next >= s->ngroups)
-		return slot;
-	/* a group's datums live until the node resets (the joins above may keep the row) */
-	old = MemoryContextSwitchTo(s->cxt);
-	scoot_agg_row(s->agg, s->next++, slot->tts_values, slot->tts_isnull);
-	MemoryContextSwitchTo(old);
-	s->rows_out++;
-	return ExecStoreVirtualTuple(slot);
-}
-
-static bool
-preagg_recheck(ScanState *ss, TupleTableSlot *slot)
-{
-	return true;
-}
-
-static TupleTableSlot *
-preagg_exec(CustomScanState *node)
-{
-	return ExecScan(&node->ss, (ExecScanAccessMtd) preagg_next, (ExecScanRecheckMtd) preagg_recheck);
-}
-
-static void
-preagg_reset(PreAggState *s)
-{
-	if (s->agg)
-		scoot_agg_free(s->agg);
-	s->agg = NULL;
-	s->started = false;
-	s->fallback = NULL;
-	s->rows_out = 0;
-	MemoryContextReset(s->cxt);
-}
-
-static void
-preagg_end(CustomScanState *node)
-{
-	PreAggState *s = (PreAggState *) node;
-
-	preagg_reset(s);
-	ExecEndNode(s->child);
-	if (node->ss.ps.ps_ResultTupleSlot)
-		ExecClearTuple(node->ss.ps.ps_ResultTupleSlot);
-	ExecClearTuple(node->ss.ss_ScanTupleSlot);
-}
-
-static void
-preagg_rescan(CustomScanState *node)
-{
-	PreAggState *s = (PreAggState *) node;
-
-	ExecClearTuple(node->ss.ss_ScanTupleSlot);
-	preagg_reset(s);
-	ExecReScan(s->child);
-	ExecScanReScan(&node->ss);
-}
-
-static void
 preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
-	PreAggState *s = (PreAggState *) node;
+	ScootAggState *s = (ScootAggState *) node;
 	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
 	int			nkeys = intVal(lsecond(cs->custom_private));
 	List	   *described = (List *) lthird(cs->custom_private);

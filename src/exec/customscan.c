@@ -1194,7 +1194,6 @@ scoot_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 		else if (runtime_filter_side(rel, ri->clause) >= 0)
 			filters = lappend(filters, copyObject(ri->clause));	/* a runtime filter */
 	}
-	table_close(r, NoLock);
 	add_path(rel, (Path *) make_path(root, rel, cols, all, natts, 0, filters, described));
 	if (rel->consider_parallel && rel->lateral_relids == NULL)
 	{
@@ -1206,7 +1205,6 @@ scoot_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 													 filters, described));
 	}
 	/* eager aggregation below the joins (custompreagg.c) may replace these paths */
-	r = table_open(rte->relid, NoLock);
 	scoot_preagg_paths(root, rel, rte, r);
 	table_close(r, NoLock);
 }

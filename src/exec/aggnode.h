@@ -1,0 +1,37 @@
+/*
+ * The executor side ScootAgg (customagg.c) and ScootPreAgg (custompreagg.c) share: on the first
+ * call the node runs the aggregation engine (agg.rs) over its table under the statement's
+ * snapshot, with the description its plan carries first in custom_private, then returns the
+ * engine's groups; when the engine cannot answer exactly it runs its child plan instead, from
+ * the start (PostgreSQL's Agg for ScootAgg, the plain scan for ScootPreAgg). Defined in
+ * customagg.c.
+ */
+#ifndef SCOOT_AGGNODE_H
+#define SCOOT_AGGNODE_H
+
+#include "postgres.h"
+
+#include "nodes/execnodes.h"
+#include "nodes/extensible.h"
+
+typedef struct ScootAggState
+{
+	CustomScanState css;
+	PlanState  *child;			/* the fallback: PostgreSQL's Agg plan, or the plain scan */
+	MemoryContext cxt;			/* the Rust state and the result datums */
+	void	   *agg;
+	bool		started;
+	const char *fallback;		/* why the child runs, or NULL */
+	int64		next;
+	int64		ngroups;
+	int64		blocks;
+	int64		emptied;
+	int64		skipped;
+} ScootAggState;
+
+extern void scoot_aggnode_begin(CustomScanState *node, EState *estate, int eflags);
+extern TupleTableSlot *scoot_aggnode_exec(CustomScanState *node);
+extern void scoot_aggnode_end(CustomScanState *node);
+extern void scoot_aggnode_rescan(CustomScanState *node);
+
+#endif
