@@ -331,7 +331,13 @@ pub unsafe extern "C-unwind" fn relation_estimate_size(
             let density = ((pg_sys::BLCKSZ as i32 - 24) * fillfactor / 100 / width.max(1)) as f64;
             (density * curpages as f64).round()
         };
-        *allvisfrac = if relallvisible == 0.0 || tid_pages <= 0.0 {
+        // an index-only scan of a scoot table reads every row it returns in the arena (scoot keeps
+        // no visibility map), so with the scoot-aware planning of `scoot.custom_scan` on the planner
+        // charges it the row fetches of a plain index scan, and a full index-only scan no longer
+        // looks cheaper than a ScootScan; with it off, plans stay heap's (VACUUM's all-visible count)
+        *allvisfrac = if crate::PRELOADED && crate::guc::CUSTOM_SCAN.get() {
+            0.0
+        } else if relallvisible == 0.0 || tid_pages <= 0.0 {
             0.0
         } else {
             (relallvisible / tid_pages).min(1.0)
