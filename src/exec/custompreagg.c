@@ -29,6 +29,13 @@
  * planned for the rows they will get; parameterized index paths stay (a nested loop may still
  * fetch F's rows one by one: the aggregates above are exact either way).
  *
+ * The inner side of a semi or anti join (EXISTS / NOT EXISTS; CH Q4 and Q21) is grouped the same
+ * way when it is one scoot table whose join clauses compare all but one of its columns by
+ * equality and that one only by <, <=, > or >= in one direction (semi_join_uses): its groups
+ * carry that column's max or min, which satisfies the clauses exactly when some row of the group
+ * does. Same filters, key types, group-size rule and replaced paths as above; the query need not
+ * aggregate at all.
+ *
  * The node's scan row is the group key columns then the partial aggregates, each in the column
  * of F it aggregates (custom_scan_tlist: plain Vars of F, so every expression above reads them
  * unchanged). It carries F's plain scan as its child and runs that instead, from the start, when
@@ -61,6 +68,7 @@
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "utils/selfuncs.h"
+#include "utils/typcache.h"
 
 #include "aggnode.h"
 
@@ -372,6 +380,143 @@ query_allows(PlannerInfo *root)
 	return true;
 }
 
+/* Notes every column of relid that `node` reads as used otherwise (a key). */
+static void
+note_other(Node *node, UseContext *cx)
+{
+	List	   *vars = pull_var_clause(node, PVC_RECURSE_AGGREGATES | PVC_RECURSE_WINDOWFUNCS |
+									   PVC_INCLUDE_PLACEHOLDERS);
+	ListCell   *lc;
+
+	foreach(lc, vars)
+	{
+		Var		   *v = lfirst(lc);
+
+		if (!IsA(v, Var))
+			cx->bad = true;		/* a placeholder: computed elsewhere */
+		else if (v->varno == (int) cx->relid)
+			note_use(cx, v->varattno, USE_OTHER);
+	}
+}
+
+/*
+ * A join clause "col op expr" (or "expr op col") where col is a plain column of relid of a type
+ * without collation, expr reads no column of relid, and op is <, <=, > or >= of col's type's
+ * btree ordering: sets *att and *dir to the aggregate that decides it for a group (some row
+ * with col > expr exists if and only if the group's max(col) > expr; < wants the min).
+ */
+static bool
+monotone_clause(PlannerInfo *root, Node *c, Index relid, AttrNumber *att, char *dir)
+{
+	OpExpr	   *op = (OpExpr *) c;
+	Node	   *l,
+			   *r;
+	Var		   *v;
+	bool		var_left;
+	Oid			opf;
+	int			strategy;
+
+	if (!IsA(c, OpExpr) || list_length(op->args) != 2)
+		return false;
+	l = linitial(op->args);
+	r = lsecond(op->args);
+	if (IsA(l, Var) && ((Var *) l)->varno == (int) relid &&
+		!bms_is_member(relid, pull_varnos(root, r)))
+		var_left = true;
+	else if (IsA(r, Var) && ((Var *) r)->varno == (int) relid &&
+			 !bms_is_member(relid, pull_varnos(root, l)))
+		var_left = false;
+	else
+		return false;
+	v = (Var *) (var_left ? l : r);
+	if (v->varattno <= 0 || v->varlevelsup != 0 || OidIsValid(v->varcollid))
+		return false;
+	opf = lookup_type_cache(v->vartype, TYPECACHE_BTREE_OPFAMILY)->btree_opf;
+	if (!OidIsValid(opf))
+		return false;
+	strategy = get_op_opfamily_strategy(op->opno, opf);
+	if (strategy == BTLessStrategyNumber || strategy == BTLessEqualStrategyNumber)
+		*dir = var_left ? USE_MIN : USE_MAX;
+	else if (strategy == BTGreaterStrategyNumber || strategy == BTGreaterEqualStrategyNumber)
+		*dir = var_left ? USE_MAX : USE_MIN;
+	else
+		return false;
+	*att = v->varattno;
+	return true;
+}
+
+/*
+ * Semi and anti joins (EXISTS, NOT EXISTS, IN with extra conditions; CH Q4 and Q21): when
+ * `rel` is the whole inner side of one, its rows matter only through whether some row of it
+ * satisfies the join's clauses. If all but one of its columns the clauses read are compared by
+ * equality (or used in any other way) and that one only by <, <=, > or >= against the outer
+ * side, all in one direction, then such a row exists in a group of rows with equal other
+ * columns if and only if the group's max (for > and >=) or min (for < and <=) of that column
+ * satisfies the clauses; NULLs satisfy no comparison and are skipped by max and min alike. So
+ * the group's one row, with that max or min in the column, gives the join the same answer as
+ * the group's rows. Two such columns would need one row satisfying both: refused. Fills cx's
+ * uses (the compared column USE_MIN or USE_MAX, every other column read USE_OTHER); false if
+ * rel is no such inner side.
+ */
+static bool
+semi_join_uses(PlannerInfo *root, RelOptInfo *rel, UseContext *cx)
+{
+	Query	   *parse = root->parse;
+	SpecialJoinInfo *sj = NULL;
+	ListCell   *lc;
+	int			compared = 0;
+
+	if (parse->commandType != CMD_SELECT || parse->rowMarks != NIL || parse->hasForUpdate ||
+		root->hasLateralRTEs)
+		return false;
+	foreach(lc, root->join_info_list)
+	{
+		SpecialJoinInfo *s = lfirst(lc);
+
+		if ((s->jointype == JOIN_SEMI || s->jointype == JOIN_ANTI) &&
+			bms_equal(s->syn_righthand, rel->relids) && bms_equal(s->min_righthand, rel->relids))
+			sj = s;
+	}
+	if (sj == NULL)
+		return false;
+	/* equalities with the outer side live in equivalence classes: keys */
+	foreach(lc, root->eq_classes)
+	{
+		EquivalenceClass *ec = lfirst(lc);
+		ListCell   *m;
+
+		if (!bms_is_member(cx->relid, ec->ec_relids))
+			continue;
+		foreach(m, ec->ec_members)
+		{
+			EquivalenceMember *em = lfirst(m);
+
+			if (bms_is_member(cx->relid, em->em_relids))
+				note_other((Node *) em->em_expr, cx);
+		}
+	}
+	foreach(lc, rel->joininfo)
+	{
+		RestrictInfo *ri = lfirst_node(RestrictInfo, lc);
+		AttrNumber	att;
+		char		dir;
+
+		/* a volatile clause runs once per row it sees: grouping would change how often */
+		if (contain_volatile_functions((Node *) ri->clause))
+			return false;
+		if (monotone_clause(root, (Node *) ri->clause, cx->relid, &att, &dir))
+			note_use(cx, att, dir);
+		else
+			note_other((Node *) ri->clause, cx);
+	}
+	if (cx->bad)
+		return false;
+	for (int att = 1; att <= cx->natts; att++)
+		if (cx->use[att] == USE_MIN || cx->use[att] == USE_MAX)
+			compared++;
+	return compared == 1;
+}
+
 /*
  * Offers the ScootPreAgg path for scoot table `rel` (relation `r`, open) when eager
  * aggregation is exact and pays (see the header); replaces its unparameterized paths then.
@@ -398,24 +543,29 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 	int			natts = RelationGetDescr(r)->natts;
 
 	if (min_group <= 0 || rel->reloptkind != RELOPT_BASEREL || rel->lateral_relids != NULL ||
-		rel->lateral_referencers != NULL || !query_allows(root))
+		rel->lateral_referencers != NULL)
 		return;
-	/* F: the first sum's table */
-	first_sum_walker((Node *) root->parse->targetList, &first);
-	if (first == 0)
-		first_sum_walker(root->parse->havingQual, &first);
-	if (first != relid)
-		return;
-
-	/* how the query uses F's columns outside F's own filters */
 	cx.relid = relid;
 	cx.natts = natts;
 	cx.use = palloc0(natts + 1);
 	cx.bad = false;
-	use_walker((Node *) root->parse->targetList, &cx);
-	use_walker(root->parse->havingQual, &cx);
-	walk_jointree(root, (Node *) root->parse->jointree, &cx);
-	if (cx.bad)
+	if (query_allows(root))
+	{
+		/* F: the first sum's table */
+		first_sum_walker((Node *) root->parse->targetList, &first);
+		if (first == 0)
+			first_sum_walker(root->parse->havingQual, &first);
+		if (first != relid)
+			return;
+
+		/* how the query uses F's columns outside F's own filters */
+		use_walker((Node *) root->parse->targetList, &cx);
+		use_walker(root->parse->havingQual, &cx);
+		walk_jointree(root, (Node *) root->parse->jointree, &cx);
+		if (cx.bad)
+			return;
+	}
+	else if (!semi_join_uses(root, rel, &cx))
 		return;
 	/* a summed column must be summed only: as a key its sum would count each group once */
 	for (int att = 1; att <= natts; att++)
