@@ -4,10 +4,12 @@
 # time on the same data — on heap and on scoot, one throw-away cluster, one after the other in the
 # same run. The scoot database has `default_table_access_method = scoot` and `scoot.olap = on`
 # (database settings): its analytic queries read OLAP snapshot images; TPC-C's read-write
-# transactions read live rows (scoot.olap never applies to them).
+# transactions read live rows (scoot.olap never applies to them). The optional scoot_nice engine is scoot
+# with `scoot.olap_nice` (CH_NICE, 10) as well: backends reading OLAP snapshots run at that nice
+# value, so the kernel prefers the OLTP backends when the CPUs are short.
 # Results: bench/results/ch.{md,json}; raw go-tpc output in bench/results/tmp-ch/ (git-ignored).
 # Knobs: CH_WAREHOUSES (1), CH_THREADS (2 OLTP), CH_AP_THREADS (1 analytic), CH_TIME (120s per
-# engine), CH_ENGINES ("heap scoot"), GO_TPC (the go-tpc binary; installed with `go install` when
+# engine), CH_ENGINES ("heap scoot"; add scoot_nice for the third run), CH_NICE (10), GO_TPC (the go-tpc binary; installed with `go install` when
 # missing), SKIP_SETUP, SKIP_BUILD.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -32,13 +34,15 @@ jit = off"
 cluster_start
 GT=("$GO_TPC" -d postgres -H 127.0.0.1 -P "$PGPORT" -U postgres --conn-params sslmode=disable)
 for e in ${CH_ENGINES:-heap scoot}; do
-  db=ch_$e
+  db=ch_$e am=${e%%_*}
   step "$e: prepare ($W warehouse(s))"
   "$PG_BINDIR/psql" -X -q -d postgres -c "CREATE DATABASE $db"
-  if [ "$e" = scoot ]; then
+  if [ "$am" = scoot ]; then
     "$PG_BINDIR/psql" -X -q -d "$db" -c "CREATE EXTENSION pg_scoot" \
       -c "ALTER DATABASE $db SET default_table_access_method = scoot" \
       -c "ALTER DATABASE $db SET scoot.olap = on"
+    [ "$e" != scoot_nice ] ||
+      "$PG_BINDIR/psql" -X -q -d "$db" -c "ALTER DATABASE $db SET scoot.olap_nice = ${CH_NICE:-10}"
   fi
   t0=$SECONDS
   # the TPC-C tables and rows, then the CH additions (nation, region, supplier, a view)
@@ -48,7 +52,7 @@ for e in ${CH_ENGINES:-heap scoot}; do
     { tail -20 "$OUTD/prepare-$e.log"; die "go-tpc ch prepare failed on $e"; }
   echo "prepare_s_$e=$((SECONDS - t0))" >"$OUTD/meta-$e.env"
   ams=$("$PG_BINDIR/psql" -X -At -d "$db" -c "SELECT string_agg(DISTINCT a.amname, ',') FROM pg_class c JOIN pg_am a ON a.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = 'public'")
-  [ "$ams" = "$e" ] || die "$db: tables use access method(s) '$ams', expected $e"
+  [ "$ams" = "$am" ] || die "$db: tables use access method(s) '$ams', expected $am"
   "$PG_BINDIR/psql" -X -q -d "$db" -c "VACUUM ANALYZE"
   "$PG_BINDIR/psql" -X -q -d postgres -c "CHECKPOINT"
   step "$e: run $T ($TH OLTP + $AP analytic threads)"
@@ -57,4 +61,4 @@ for e in ${CH_ENGINES:-heap scoot}; do
   tail -n 30 "$OUTD/run-$e.log"
 done
 step "report"
-python3 bench/ch_report.py "$OUTD" "$SCOOT_REPO/bench/results" "$W" "$TH" "$AP" "$T"
+CH_NICE=${CH_NICE:-10} python3 bench/ch_report.py "$OUTD" "$SCOOT_REPO/bench/results" "$W" "$TH" "$AP" "$T"
