@@ -25,6 +25,7 @@ fi
 W=${CH_WAREHOUSES:-1} TH=${CH_THREADS:-2} AP=${CH_AP_THREADS:-1} T=${CH_TIME:-120s}
 OUTD=$SCOOT_REPO/bench/results/tmp-ch
 mkdir -p "$OUTD"
+rm -f "$OUTD"/run-*.log "$OUTD"/meta-*.env   # the report reads the engines of this run only
 step "cluster (TCP on 127.0.0.1 for go-tpc)"
 export SCOOT_LISTEN=127.0.0.1 SCOOT_ARENA_MB=${SCOOT_ARENA_MB:-4096}
 export SCOOT_EXTRA_CONF="shared_buffers = '2GB'
