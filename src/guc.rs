@@ -141,7 +141,7 @@ pub fn define() {
     GucRegistry::define_bool_guc(
         c"scoot.eager_agg",
         c"Join queries aggregate a scoot table's rows before the joins where that is exact (needs scoot.custom_scan and scoot.agg_pushdown).",
-        c"When every aggregate of a query is a sum of a numeric column, or a min or max, and the summed columns of one scoot table are used nowhere else, that table is read as one row per group of the columns the joins, groups and output need, with the sums, minima and maxima of its group (EXPLAIN: Custom Scan (ScootPreAgg)); the joins and PostgreSQL's aggregate above then handle fewer rows. Off: every row goes to the joins.",
+        c"When every aggregate of a query is a sum of a numeric column, or a min or max, and the summed columns of one scoot table are used nowhere else, that table is read as one row per group of the columns the joins, groups and output need, with the sums, minima and maxima of its group (EXPLAIN: Custom Scan (ScootPreAgg)); the joins and PostgreSQL's aggregate above then handle fewer rows. The inner side of an EXISTS / NOT EXISTS that compares one of its columns by <, <=, > or >= (the others by equality) is read as one row per group with that column's max or min, likewise. Off: every row goes to the joins.",
         &EAGER_AGG,
         GucContext::Userset,
         GucFlags::default(),
