@@ -129,6 +129,29 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
   RETURN 'ERROR: ' || SQLERRM;
 END $$;
+-- q's answer on scoot (r_s), after raising unless heap (hq) and scoot.eager_agg = off agree
+CREATE FUNCTION ea_agree(q text, hq text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r_s text; r_h text; r_off text;
+BEGIN
+  r_s := ea_run(q);
+  r_h := ea_run(hq);
+  SET LOCAL scoot.eager_agg = off;
+  r_off := ea_run(q);
+  SET LOCAL scoot.eager_agg = on;
+  IF r_s <> r_h OR r_s <> r_off THEN
+    RAISE EXCEPTION 'query % differs: scoot % heap % plain %', q, r_s, r_h, r_off;
+  END IF;
+  RETURN r_s;
+END $$;
+-- 1 if q's plan has a ScootPreAgg node, else 0
+CREATE FUNCTION ea_preagg(q text) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE p text;
+BEGIN
+  FOR p IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+    IF p LIKE '%ScootPreAgg%' THEN RETURN 1; END IF;
+  END LOOP;
+  RETURN 0;
+END $$;
 CREATE FUNCTION ea_check(n int, seed float8) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
   joins text[] := ARRAY['f.o = o.o', 'f.o = o.o AND f.d = o.d', 'f.o = o.o AND f.d = o.d AND f.w = o.w',
@@ -147,7 +170,7 @@ DECLARE
   preds text[] := ARRAY['f.n > %s / 10.0', 'f.i BETWEEN %s AND %s + 300', 'f.i IS NULL', 'f.day < date ''2020-01-01'' + %s %% 30',
                         'f.c IN (''Ax'', ''Bx'')', 'f.w = 1', 'f.m IS NOT NULL AND f.m < %s * 1000', 'o.cust < %s',
                         'c.region = ''AA''', 'f.ts >= timestamp ''2020-01-01'' + %s %% 40 * interval ''1 hour'''];
-  i int; j int; g text; sel text; pred text; q text; r_s text; r_h text; r_off text; p text;
+  i int; j int; g text; sel text; pred text; q text; r_s text;
   checked int := 0; pre int := 0; errors int := 0;
 BEGIN
   PERFORM setseed(seed);
@@ -171,17 +194,8 @@ BEGIN
     IF random() < 0.15 THEN
       q := q || CASE WHEN g = '' THEN ' HAVING sum(f.n) > 0' ELSE ' HAVING sum(f.n) > 100' END;
     END IF;
-    r_s := ea_run(q);
-    r_h := ea_run(replace(replace(replace(q, 'ea_f f', 'ea_fh f'), 'ea_o o', 'ea_oh o'), 'ea_c c', 'ea_ch c'));
-    FOR p IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
-      IF p LIKE '%ScootPreAgg%' THEN pre := pre + 1; END IF;
-    END LOOP;
-    SET LOCAL scoot.eager_agg = off;
-    r_off := ea_run(q);
-    SET LOCAL scoot.eager_agg = on;
-    IF r_s <> r_h OR r_s <> r_off THEN
-      RAISE EXCEPTION 'query % differs: scoot % heap % plain %', q, r_s, r_h, r_off;
-    END IF;
+    r_s := ea_agree(q, replace(replace(replace(q, 'ea_f f', 'ea_fh f'), 'ea_o o', 'ea_oh o'), 'ea_c c', 'ea_ch c'));
+    pre := pre + ea_preagg(q);
     IF r_s LIKE 'ERROR%' THEN errors := errors + 1; END IF;
     checked := checked + 1;
   END LOOP;
@@ -294,7 +308,7 @@ DECLARE
   opreds text[] := ARRAY['o.cust < 150', 'o.note = ''n1''', 'o.placed IS NULL', 'o.d = 2'];
   outs text[] := ARRAY['SELECT count(*) FROM ea_o o WHERE %s', 'SELECT o.note, count(*) FROM ea_o o WHERE %s GROUP BY o.note',
                        'SELECT o.o, o.d, o.w FROM ea_o o WHERE %s'];
-  i int; sub text; cond text; q text; r_s text; r_h text; r_off text; p text;
+  i int; sub text; cond text; q text; r_s text;
   checked int := 0; pre int := 0;
 BEGIN
   PERFORM setseed(seed);
@@ -315,16 +329,10 @@ BEGIN
       cond := cond || ' AND ' || opreds[1 + floor(random() * array_length(opreds, 1))::int];
     END IF;
     q := format(outs[1 + floor(random() * array_length(outs, 1))::int], cond);
-    r_s := ea_run(q);
-    r_h := ea_run(replace(replace(q, 'ea_f f', 'ea_fh f'), 'ea_o o', 'ea_oh o'));
-    FOR p IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
-      IF p LIKE '%ScootPreAgg%' THEN pre := pre + 1; END IF;
-    END LOOP;
-    SET LOCAL scoot.eager_agg = off;
-    r_off := ea_run(q);
-    SET LOCAL scoot.eager_agg = on;
-    IF r_s <> r_h OR r_s <> r_off OR r_s LIKE 'ERROR%' THEN
-      RAISE EXCEPTION 'query % differs: scoot % heap % plain %', q, r_s, r_h, r_off;
+    r_s := ea_agree(q, replace(replace(q, 'ea_f f', 'ea_fh f'), 'ea_o o', 'ea_oh o'));
+    pre := pre + ea_preagg(q);
+    IF r_s LIKE 'ERROR%' THEN
+      RAISE EXCEPTION 'query % fails on scoot, heap and plain alike: %', q, r_s;
     END IF;
     checked := checked + 1;
   END LOOP;
@@ -355,5 +363,7 @@ WHERE EXISTS (SELECT * FROM ea_fh f WHERE f.o = o.o AND f.d = o.d AND f.w = o.w 
 DROP FUNCTION ea_semi_check(int, float8);
 
 DROP FUNCTION ea_check(int, float8);
+DROP FUNCTION ea_agree(text, text);
+DROP FUNCTION ea_preagg(text);
 DROP FUNCTION ea_run(text);
 DROP TABLE ea_f, ea_o, ea_c, ea_fh, ea_oh, ea_ch;

@@ -68,13 +68,13 @@
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "utils/selfuncs.h"
-#include "utils/typcache.h"
 
 #include "aggnode.h"
 
 /* customscan.c */
 extern char *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r);
 extern char *scoot_describe_filters(List *described);
+extern Oid scoot_btree_opfamily(Oid typ);
 
 /* customagg.c */
 extern char *scoot_agg_type_code(Oid typ, int32 typmod, bool key);
@@ -431,7 +431,7 @@ monotone_clause(PlannerInfo *root, Node *c, Index relid, AttrNumber *att, char *
 	v = (Var *) (var_left ? l : r);
 	if (v->varattno <= 0 || v->varlevelsup != 0 || OidIsValid(v->varcollid))
 		return false;
-	opf = lookup_type_cache(v->vartype, TYPECACHE_BTREE_OPFAMILY)->btree_opf;
+	opf = scoot_btree_opfamily(v->vartype);
 	if (!OidIsValid(opf))
 		return false;
 	strategy = get_op_opfamily_strategy(op->opno, opf);
