@@ -1211,6 +1211,67 @@ pub unsafe extern "C" fn scoot_agg_ngroups(h: *mut Holder<AggExec>) -> i64 {
     unsafe { (*(*h).st).ngroups() as i64 }
 }
 
+impl AggExec {
+    /// The hash value PostgreSQL's hash join computes for group `g` whose join keys are the
+    /// group keys `cols` (indexes into the key list), integers hashed as `widths` say
+    /// (`hashint2`/`4`/`8`): `Some((hash, has a NULL key))`, or None when a key is not an
+    /// integer of that width (the caller then keeps every group).
+    pub fn join_key_hash(&self, g: usize, cols: &[usize], widths: &[u8]) -> Option<(u32, bool)> {
+        let (words, nullmask) = self.groups.keys.get(g)?;
+        let mut h = 0u32;
+        for (&c, &wd) in cols.iter().zip(widths) {
+            let &(_, ty) = self.spec.keys.get(c)?;
+            if ty != Ty::Int(wd) {
+                return None;
+            }
+            if nullmask & (1 << c) != 0 {
+                return Some((h, true));
+            }
+            let w: usize = self.spec.keys[..c].iter().map(|k| key_words(k.1)).sum();
+            h = h.rotate_left(1) ^ crate::storage::filter::hash_int(words[w] as i64, wd);
+        }
+        Some((h, false))
+    }
+}
+
+/// [`AggExec::join_key_hash`] for a ScootPreAgg probing a hash join (`exec/customscan.c`):
+/// 0 and `*hash` set, 1 for a NULL key, -1 when the keys cannot be hashed so.
+///
+/// # Safety
+/// `h` is a live engine holder, `cols` and `widths` hold `n` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_agg_key_hash(
+    h: *mut Holder<AggExec>,
+    g: i64,
+    n: i32,
+    cols: *const i32,
+    widths: *const i32,
+    hash: *mut u32,
+) -> i32 {
+    unsafe {
+        let e = &*(*h).st;
+        let n = n.clamp(0, 4) as usize;
+        let mut c = [0usize; 4];
+        let mut w = [0u8; 4];
+        for i in 0..n {
+            let (ci, wi) = (*cols.add(i), *widths.add(i));
+            if ci < 0 || !matches!(wi, 2 | 4 | 8) {
+                return -1;
+            }
+            c[i] = ci as usize;
+            w[i] = wi as u8;
+        }
+        match e.join_key_hash(g as usize, &c[..n], &w[..n]) {
+            None => -1,
+            Some((_, true)) => 1,
+            Some((v, false)) => {
+                *hash = v;
+                0
+            }
+        }
+    }
+}
+
 /// (blocks read, blocks the filters emptied, blocks skipped by zone maps), for EXPLAIN ANALYZE.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn scoot_agg_stats(

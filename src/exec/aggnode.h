@@ -27,11 +27,33 @@ typedef struct ScootAggState
 	int64		blocks;
 	int64		emptied;
 	int64		skipped;
+
+	/*
+	 * ScootPreAgg under a hash join (customscan.c, join_filter_candidate): the join this node is
+	 * the outer (probe) side of, when every outer hash key is an integer group key; probe_keys
+	 * are the keys' positions in the node's scan row (= group key indexes). Once the join has
+	 * built its table (probe_ht, with probe_filter its ScootJoinBloom), the groups it cannot
+	 * match are not returned, and the join's buckets for the next groups are prefetched.
+	 */
+	HashJoinState *probe_hj;
+	int			probe_nkeys;
+	int			probe_keys[4];
+	int			probe_widths[4];
+	void	   *probe_ht;
+	void	   *probe_filter;
+	bool		probe_filtering;
+	int64		probe_checked;
+	int64		probe_removed;
 } ScootAggState;
 
 extern void scoot_aggnode_begin(CustomScanState *node, EState *estate, int eflags);
 extern TupleTableSlot *scoot_aggnode_exec(CustomScanState *node);
 extern void scoot_aggnode_end(CustomScanState *node);
 extern void scoot_aggnode_rescan(CustomScanState *node);
+
+/* customscan.c: hands the join's hash table to a probing ScootPreAgg once it is built */
+extern void scoot_agg_probe_update(ScootAggState *s);
+/* custompreagg.c */
+extern bool scoot_is_preagg_state(PlanState *ps);
 
 #endif

@@ -631,6 +631,52 @@ agg_start(ScootAggState *s)
 	MemoryContextSwitchTo(old);
 }
 
+extern int	scoot_agg_key_hash(void *agg, int64 g, int n, const int *cols, const int *widths,
+							   uint32 *hash);
+extern bool scoot_hj_may_match(void *filter, uint32 hashvalue);
+extern void scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
+
+/* How many groups ahead the join's bucket (FAR) and its first tuple (NEAR) are prefetched */
+#define PROBE_FAR 4
+#define PROBE_NEAR 2
+/* Groups looked up before the filter judges whether it pays (it drops at least 1 in 16) */
+#define PROBE_TRIAL 4096
+
+/*
+ * A ScootPreAgg probing a hash join (aggnode.h), about to return group g: prefetches what the
+ * join's probes of the groups PROBE_FAR and PROBE_NEAR ahead will read first, and says whether
+ * the join's table cannot match g (then it is not returned). A group with a NULL key is
+ * returned: the join decides about it.
+ */
+static bool
+probe_drops(ScootAggState *s, int64 g)
+{
+	uint32		far,
+				near,
+				h;
+
+	if (g + PROBE_FAR < s->ngroups &&
+		scoot_agg_key_hash(s->agg, g + PROBE_FAR, s->probe_nkeys, s->probe_keys,
+						   s->probe_widths, &far) == 0 &&
+		scoot_agg_key_hash(s->agg, g + PROBE_NEAR, s->probe_nkeys, s->probe_keys,
+						   s->probe_widths, &near) == 0)
+		scoot_hj_prefetch(s->probe_filter, far, near);
+	if (!s->probe_filtering)
+		return false;
+	if (scoot_agg_key_hash(s->agg, g, s->probe_nkeys, s->probe_keys, s->probe_widths, &h) != 0)
+		return false;
+	s->probe_checked++;
+	if (scoot_hj_may_match(s->probe_filter, h))
+	{
+		/* a join that matches nearly every group: the lookups cost more than they save */
+		if (s->probe_checked >= PROBE_TRIAL && s->probe_removed * 16 < s->probe_checked)
+			s->probe_filtering = false;
+		return false;
+	}
+	s->probe_removed++;
+	return true;
+}
+
 static TupleTableSlot *
 agg_next(ScanState *ss)
 {
@@ -649,6 +695,10 @@ agg_next(ScanState *ss)
 		return ExecCopySlot(slot, r);
 	}
 	ExecClearTuple(slot);
+	if (s->probe_hj != NULL)
+		scoot_agg_probe_update(s);
+	while (s->next < s->ngroups && s->probe_ht != NULL && probe_drops(s, s->next))
+		s->next++;
 	if (s->next >= s->ngroups)
 		return slot;
 	old = MemoryContextSwitchTo(s->cxt);
@@ -677,6 +727,9 @@ agg_reset(ScootAggState *s)
 	s->agg = NULL;
 	s->started = false;
 	s->fallback = NULL;
+	/* the join may destroy or rebuild its hash table: the next group asks again */
+	s->probe_ht = NULL;
+	s->probe_filtering = false;
 	MemoryContextReset(s->cxt);
 }
 

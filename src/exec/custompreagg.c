@@ -766,6 +766,25 @@ preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyText("Scoot Partial Aggregates", aggs.data, es);
 	if (described != NIL)
 		ExplainPropertyText("Scoot Block Filter", scoot_describe_filters(described), es);
+	if (s->probe_hj != NULL)
+	{
+		StringInfoData jf;
+		int			k;
+
+		initStringInfo(&jf);
+		for (k = 0; k < s->probe_nkeys; k++)
+		{
+			TargetEntry *tle = list_nth_node(TargetEntry, cs->custom_scan_tlist, s->probe_keys[k]);
+
+			if (k > 0)
+				appendStringInfoString(&jf, ", ");
+			appendStringInfoString(&jf, deparse_expression((Node *) tle->expr, context, false, false));
+		}
+		appendStringInfoString(&jf, " in the hash join's table");
+		ExplainPropertyText("Scoot Join Filter", jf.data, es);
+		if (es->analyze && s->started)
+			ExplainPropertyInteger("Rows Removed by Scoot Join Filter", NULL, s->probe_removed, es);
+	}
 	if (es->analyze && s->started)
 	{
 		ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);
@@ -775,6 +794,14 @@ preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			ExplainPropertyInteger("Scoot Blocks Emptied by Filters", NULL, s->emptied, es);
 		ExplainPropertyText("Scoot Fallback", s->fallback ? s->fallback : "none", es);
 	}
+}
+
+/* Is `ps` a ScootPreAgg node's state (customscan.c's join filter)? */
+bool
+scoot_is_preagg_state(PlanState *ps)
+{
+	return ps != NULL && IsA(ps, CustomScanState) &&
+		((CustomScanState *) ps)->methods == &preagg_exec_methods;
 }
 
 void

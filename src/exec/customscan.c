@@ -61,6 +61,8 @@
 #include "executor/hashjoin.h"
 #include "executor/nodeHash.h"
 
+#include "aggnode.h"
+
 /* Rust side (src/exec/mod.rs) */
 extern bool scoot_custom_scan_enabled(void);
 extern double scoot_index_fetch_cost(void);
@@ -1627,6 +1629,100 @@ scoot_hj_prefetch(void *filter, uint32 far, uint32 near)
 		__builtin_prefetch(ht->buckets.unshared[bucketno]);
 }
 
+/*
+ * The hash join `hj` probes with the groups of ScootPreAgg `a`: if each outer hash key is one
+ * of the node's group keys (a plain column of its scan row, which lists the keys first), the
+ * node may drop the groups the join's table cannot match and prefetch the buckets of the next
+ * ones, as a ScootScan does with rows. Whether the keys are integers the join hashes with
+ * hashint2/4/8 is known once the table and the groups exist (scoot_agg_probe_update).
+ */
+static void
+preagg_join_filter_candidate(HashJoinState *hj, ScootAggState *a)
+{
+	HashJoin   *plan = (HashJoin *) hj->js.ps.plan;
+	CustomScan *cs = (CustomScan *) a->css.ss.ps.plan;
+	int			nkeys = intVal(lsecond(cs->custom_private));
+	int			keys[SCOOT_JOIN_FILTER_MAX_KEYS];
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, plan->hashkeys)
+	{
+		Var		   *v = (Var *) lfirst(lc);
+		Var		   *col;
+
+		if (!IsA(v, Var) || v->varno != OUTER_VAR || v->varattno <= 0 ||
+			v->varattno > list_length(cs->scan.plan.targetlist))
+			return;
+		col = (Var *) list_nth_node(TargetEntry, cs->scan.plan.targetlist, v->varattno - 1)->expr;
+		/* the scan row's key columns: INDEX_VAR references to custom_scan_tlist's first ones */
+		if (!IsA(col, Var) || col->varno != INDEX_VAR || col->varattno <= 0 ||
+			col->varattno > nkeys || col->varlevelsup != 0)
+			return;
+		keys[n++] = col->varattno - 1;
+	}
+	a->probe_hj = hj;
+	a->probe_nkeys = n;
+	memcpy(a->probe_keys, keys, sizeof(int) * n);
+	a->probe_ht = NULL;
+}
+
+extern int	scoot_agg_key_hash(void *agg, int64 g, int n, const int *cols, const int *widths,
+							   uint32 *hash);
+
+/*
+ * Before a ScootPreAgg returns a group: give it the join's hash table once the table is built
+ * (again after a rebuild), or take it away when it is gone, as join_filter_update does for a
+ * ScootScan. The filter is set up only when the join hashes every key with an integer hash
+ * function of the key's width.
+ */
+void
+scoot_agg_probe_update(ScootAggState *s)
+{
+	HashJoinState *hj = s->probe_hj;
+	HashJoinTable ht = hj->hj_HashTable;
+	ScootJoinBloom *b;
+	int			i;
+	uint32		h;
+
+	if (ht != NULL && hj->hj_JoinState == SCOOT_HJ_BUILD_HASHTABLE)
+		ht = NULL;
+	if (ht != NULL && ht->parallel_state != NULL && ht->curbatch < 0)
+		ht = NULL;
+	if ((void *) ht == s->probe_ht)
+		return;
+	for (i = 0; ht != NULL && i < s->probe_nkeys; i++)
+	{
+		switch (ht->outer_hashfunctions[i].fn_oid)
+		{
+			case F_HASHINT2:
+				s->probe_widths[i] = 2;
+				break;
+			case F_HASHINT4:
+				s->probe_widths[i] = 4;
+				break;
+			case F_HASHINT8:
+				s->probe_widths[i] = 8;
+				break;
+			default:
+				ht = NULL;
+		}
+	}
+	/* keys of another type or width in the engine (-1 for any group): no filter */
+	if (ht != NULL && s->agg != NULL && s->ngroups > 0 &&
+		scoot_agg_key_hash(s->agg, 0, s->probe_nkeys, s->probe_keys, s->probe_widths, &h) < 0)
+		ht = NULL;
+	if (ht == NULL && s->probe_ht == NULL)
+		return;
+	s->probe_ht = ht;
+	if (s->probe_filter == NULL)
+		s->probe_filter = MemoryContextAllocZero(s->css.ss.ps.state->es_query_cxt,
+												 sizeof(ScootJoinBloom));
+	b = (ScootJoinBloom *) s->probe_filter;
+	bloom_build(b, ht, s->css.ss.ps.state->es_query_cxt);
+	s->probe_filtering = ht != NULL;
+}
+
 /* The hash join `ps` (if it is one) can filter its outer ScootScan: remember it there. */
 static void
 join_filter_candidate(PlanState *ps)
@@ -1640,8 +1736,10 @@ join_filter_candidate(PlanState *ps)
 	int			attnos[SCOOT_JOIN_FILTER_MAX_KEYS];
 	ListCell   *lc;
 
-	if (!IsA(ps, HashJoinState) || outer == NULL || !IsA(outer, CustomScanState) ||
-		((CustomScanState *) outer)->methods != &scoot_exec_methods)
+	if (!IsA(ps, HashJoinState) || outer == NULL || !IsA(outer, CustomScanState))
+		return;
+	if (((CustomScanState *) outer)->methods != &scoot_exec_methods &&
+		!scoot_is_preagg_state(outer))
 		return;
 	if (!(hj->js.jointype == JOIN_INNER || hj->js.jointype == JOIN_SEMI ||
 		  hj->js.jointype == JOIN_RIGHT) || !scoot_join_filter_enabled())
@@ -1652,6 +1750,11 @@ join_filter_candidate(PlanState *ps)
 	if (contain_volatile_functions((Node *) outer->plan->qual) ||
 		contain_volatile_functions((Node *) outer->plan->targetlist))
 		return;
+	if (scoot_is_preagg_state(outer))
+	{
+		preagg_join_filter_candidate(hj, (ScootAggState *) outer);
+		return;
+	}
 	scanrelid = ((Scan *) outer->plan)->scanrelid;
 	foreach(lc, plan->hashkeys)
 	{
