@@ -367,11 +367,16 @@ impl Pool {
 }
 
 /// The group table: open addressing over group numbers (keys are a few words; a general
-/// hash map would cost more than the aggregation).
+/// hash map would cost more than the aggregation). A slot holds the group number + 1 in its low
+/// half (0 = empty) and the high half of the key's hash in its high half, so a probe compares
+/// keys only when the tags agree. With many groups (CH Q15's 88k order-line groups: the slots
+/// and keys are megabytes) every lookup misses the cache twice, slot then key: the block's
+/// lookups ask for both some rows ahead ([`Groups::prefetch_slot`], [`Groups::prefetch_key`]).
 struct Groups {
-    /// group number + 1, 0 = empty
-    slots: Vec<u32>,
+    slots: Vec<u64>,
     keys: Vec<Key>,
+    /// each group's key hash (for growing without rehashing)
+    hashes: Vec<u64>,
 }
 
 #[inline]
@@ -383,46 +388,75 @@ fn key_hash(k: &Key) -> u64 {
     h ^ (h >> 29)
 }
 
+const TAG: u64 = 0xFFFF_FFFF_0000_0000;
+
+/// Above this many groups, lookups prefetch (smaller tables stay in the cache).
+const PREFETCH_GROUPS: usize = 4096;
+
 impl Groups {
     fn new() -> Groups {
         Groups {
             slots: vec![0; 64],
             keys: Vec::new(),
+            hashes: Vec::new(),
         }
     }
 
-    /// (group, is new)
+    /// (group, is new) of key `k`, whose hash is `h`
     #[inline]
-    fn find_or_add(&mut self, k: &Key) -> (u32, bool) {
+    fn find_or_add_h(&mut self, k: &Key, h: u64) -> (u32, bool) {
         let mask = self.slots.len() - 1;
-        let mut i = key_hash(k) as usize & mask;
+        let tag = h & TAG;
+        let mut i = h as usize & mask;
         loop {
-            let g = self.slots[i];
-            if g == 0 {
+            let s = self.slots[i];
+            if s == 0 {
                 let n = self.keys.len() as u32;
                 self.keys.push(*k);
-                self.slots[i] = n + 1;
+                self.hashes.push(h);
+                self.slots[i] = tag | (n as u64 + 1);
                 if self.keys.len() * 2 > self.slots.len() {
                     self.grow();
                 }
                 return (n, true);
             }
-            if self.keys[g as usize - 1] == *k {
-                return (g - 1, false);
+            if s & TAG == tag {
+                let g = (s as u32) - 1;
+                if self.keys[g as usize] == *k {
+                    return (g, false);
+                }
             }
             i = (i + 1) & mask;
+        }
+    }
+
+    /// Asks for the home slot of a key hashing to `h`.
+    #[inline]
+    fn prefetch_slot(&self, h: u64) {
+        let i = h as usize & (self.slots.len() - 1);
+        crate::storage::block::prefetch_line(self.slots.as_ptr().wrapping_add(i) as *const u8);
+    }
+
+    /// Asks for the key of the group in `h`'s home slot, if its tag agrees (the slot itself
+    /// should be in the cache by now).
+    #[inline]
+    fn prefetch_key(&self, h: u64) {
+        let s = self.slots[h as usize & (self.slots.len() - 1)];
+        if s != 0 && s & TAG == h & TAG {
+            let g = (s as u32 - 1) as usize;
+            crate::storage::block::prefetch_line(self.keys.as_ptr().wrapping_add(g) as *const u8);
         }
     }
 
     fn grow(&mut self) {
         let n = self.slots.len() * 2;
         self.slots = vec![0; n];
-        for (g, k) in self.keys.iter().enumerate() {
-            let mut i = key_hash(k) as usize & (n - 1);
+        for (g, &h) in self.hashes.iter().enumerate() {
+            let mut i = h as usize & (n - 1);
             while self.slots[i] != 0 {
                 i = (i + 1) & (n - 1);
             }
-            self.slots[i] = g as u32 + 1;
+            self.slots[i] = (h & TAG) | (g as u64 + 1);
         }
     }
 }
@@ -436,6 +470,8 @@ pub struct AggExec {
     /// the order the filters run in, by their selectivity so far
     filter_order: FilterOrder,
     keys: Vec<Key>,
+    /// the block's key hashes (big group tables only)
+    hashes: Vec<u64>,
     gids: Vec<u32>,
     /// blocks read, and blocks whose rows the filters removed entirely
     pub blocks: u64,
@@ -802,7 +838,17 @@ fn accumulate(
             }
         }
         (Val::V(xs), Some(ids)) => {
+            // many groups: their states are megabytes, each row's a cache miss; ask ahead
+            let ask = acc.n.len() > PREFETCH_GROUPS;
             for (i, (&x, &g)) in xs.iter().zip(ids).enumerate() {
+                if let Some(&a) = ids.get(i + 8).filter(|_| ask) {
+                    crate::storage::block::prefetch_line(
+                        acc.n.as_ptr().wrapping_add(a as usize) as *const u8
+                    );
+                    crate::storage::block::prefetch_line(
+                        acc.v.as_ptr().wrapping_add(a as usize) as *const u8
+                    );
+                }
                 if !valid(i) {
                     continue;
                 }
@@ -831,6 +877,7 @@ impl AggExec {
             sel: Vec::new(),
             filter_order: FilterOrder::default(),
             keys: Vec::new(),
+            hashes: Vec::new(),
             gids: Vec::new(),
             blocks: 0,
             blocks_empty: 0,
@@ -846,7 +893,14 @@ impl AggExec {
     /// The group of key `k`, created if new.
     #[inline]
     fn group(&mut self, k: &Key) -> u32 {
-        let (g, new) = self.groups.find_or_add(k);
+        let h = key_hash(k);
+        self.group_h(k, h)
+    }
+
+    /// [`AggExec::group`] with the key's hash already computed.
+    #[inline]
+    fn group_h(&mut self, k: &Key, h: u64) -> u32 {
+        let (g, new) = self.groups.find_or_add_h(k, h);
         if new {
             for (a, spec) in self.accs.iter_mut().zip(&self.spec.aggs) {
                 a.n.push(0);
@@ -927,13 +981,36 @@ impl AggExec {
         let mut ids = std::mem::take(&mut self.gids);
         ids.clear();
         let mut last: Option<(Key, u32)> = None;
-        for k in &keys {
-            let g = match last {
-                Some((lk, lg)) if lk == *k => lg,
-                _ => self.group(k),
-            };
-            last = Some((*k, g));
-            ids.push(g);
+        if self.groups.keys.len() > PREFETCH_GROUPS {
+            // a big table: hash the block's keys first, then look each up while asking for the
+            // slot of the key 16 rows ahead and the group key of the one 8 ahead
+            let mut hs = std::mem::take(&mut self.hashes);
+            hs.clear();
+            hs.extend(keys.iter().map(key_hash));
+            for (i, k) in keys.iter().enumerate() {
+                if let Some(&h) = hs.get(i + 16) {
+                    self.groups.prefetch_slot(h);
+                }
+                if let Some(&h) = hs.get(i + 8) {
+                    self.groups.prefetch_key(h);
+                }
+                let g = match last {
+                    Some((lk, lg)) if lk == *k => lg,
+                    _ => self.group_h(k, hs[i]),
+                };
+                last = Some((*k, g));
+                ids.push(g);
+            }
+            self.hashes = hs;
+        } else {
+            for k in &keys {
+                let g = match last {
+                    Some((lk, lg)) if lk == *k => lg,
+                    _ => self.group(k),
+                };
+                last = Some((*k, g));
+                ids.push(g);
+            }
         }
         self.gids = ids;
         self.keys = keys;
@@ -1321,9 +1398,18 @@ unsafe fn varlena_datum(payload: &[u8]) -> pg_sys::Datum {
 
 /// A numeric datum for `v` scaled by 10^scale (PostgreSQL's canonical bytes).
 unsafe fn numeric_datum(v: i128, scale: u32) -> pg_sys::Datum {
-    let mut out = Vec::with_capacity(32);
-    encoding::i128_to_numeric(v, scale, &mut out);
-    unsafe { varlena_datum(&out) }
+    // one buffer per backend: a ScootPreAgg returns a numeric or two for each of its (up to
+    // hundreds of thousands of) groups
+    NUM_BUF.with(|b| {
+        let mut out = b.borrow_mut();
+        out.clear();
+        encoding::i128_to_numeric(v, scale, &mut out);
+        unsafe { varlena_datum(&out) }
+    })
+}
+
+thread_local! {
+    static NUM_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[cfg(test)]
@@ -1370,6 +1456,32 @@ mod tests {
         assert_eq!(s.aggs[1].reuse, Reuse::Same(0));
         assert_eq!(s.aggs[2].reuse, Reuse::Prefix(0, 1));
         assert_eq!(s.aggs[3].reuse, Reuse::Same(0));
+    }
+
+    #[test]
+    fn group_table() {
+        // many groups (growth, tags), then every key again: the same groups, none new
+        let mut t = Groups::new();
+        let key = |i: u64| -> Key { ([i * 7919, i % 3, 0, 0], (i % 5 == 0) as u32) };
+        for i in 0..20_000u64 {
+            let k = key(i);
+            assert_eq!(t.find_or_add_h(&k, key_hash(&k)), (i as u32, true));
+        }
+        for i in (0..20_000u64).rev() {
+            let k = key(i);
+            t.prefetch_slot(key_hash(&k));
+            t.prefetch_key(key_hash(&k));
+            assert_eq!(t.find_or_add_h(&k, key_hash(&k)), (i as u32, false));
+        }
+        assert_eq!(t.keys.len(), 20_000);
+        // equal tags, different keys: told apart by the key compare
+        let (a, b) = (key(1), key(2));
+        let h = key_hash(&a);
+        let mut u = Groups::new();
+        assert_eq!(u.find_or_add_h(&a, h), (0, true));
+        assert_eq!(u.find_or_add_h(&b, h), (1, true));
+        assert_eq!(u.find_or_add_h(&a, h), (0, false));
+        assert_eq!(u.find_or_add_h(&b, h), (1, false));
     }
 
     #[test]
