@@ -90,9 +90,11 @@ PGDATABASE=cdrop q -c "CREATE EXTENSION pg_scoot" -c "CREATE TABLE bg (id int PR
   -c "INSERT INTO bg SELECT i, 'v' || i FROM generate_series(1, 200000) i" -c "DELETE FROM bg WHERE id % 10 <> 0" \
   -c "SET scoot.snapshot_max_age = 0" -c "SET scoot.olap = on" -c "SELECT count(*) FROM bg" -c "RESET scoot.olap" \
   -c "VACUUM bg" >/dev/null || fail "sparse table in cdrop"
-q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT 1" -c "SELECT pg_sleep(60)" -c "COMMIT" >/dev/null 2>&1 &
+# the compactor starts once cdrop's blocks have frozen and stayed cold for scoot.freeze_after: on a
+# busy 2-core machine that took more than 30 s once; the sleeper outlasts the longest wait
+q -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT 1" -c "SELECT pg_sleep(150)" -c "COMMIT" >/dev/null 2>&1 &
 SLEEPER=$!
-wait_for 30 "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'pg_scoot compactor' AND datname = 'cdrop'" ||
+wait_for 90 "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'pg_scoot compactor' AND datname = 'cdrop'" ||
   soft_fail "the background compactor did not start in cdrop"
 sleep 1
 t0=$SECONDS
@@ -101,7 +103,7 @@ stopped=$(grep -c 'terminating background worker "pg_scoot compactor"' "$DIR/ser
 echo "    DROP DATABASE took $((SECONDS - t0)) s; $stopped compactor(s) stopped"
 [ "$stopped" -ge 1 ] || soft_fail "DROP DATABASE did not stop the compactor"
 [ $((SECONDS - t0)) -le 5 ] || soft_fail "DROP DATABASE took more than 5 s"
-kill $SLEEPER 2>/dev/null; q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()" >/dev/null
+kill $SLEEPER 2>/dev/null; q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(150)%' AND pid <> pg_backend_pid()" >/dev/null
 
 echo "--- crash (pg_ctl stop -m immediate) and recovery"
 q -c "SELECT scoot.compact('pgbench_accounts', 1.0)" >/dev/null 2>&1
