@@ -44,6 +44,10 @@ typedef struct ScootAggState
 	bool		probe_filtering;
 	int64		probe_checked;
 	int64		probe_removed;
+	/* key hashes of the groups from the one returned next up to PROBE_FAR ahead (customagg.c) */
+	int64		probe_hashed;	/* groups [0, probe_hashed) hashed */
+	uint32		probe_hash[8];	/* group g's hash at g % 8 */
+	int8		probe_hash_ok[8];	/* scoot_agg_key_hash's result for it (0: hashed) */
 } ScootAggState;
 
 extern void scoot_aggnode_begin(CustomScanState *node, EState *estate, int eflags);

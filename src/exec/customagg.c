@@ -643,6 +643,24 @@ extern void scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
 #define PROBE_TRIAL 4096
 
 /*
+ * Group g's key hash as the join computes it (0 and *h set; else NULL key or unhashable), each
+ * group hashed once: groups are asked for in order, at most PROBE_FAR ahead of the one returned.
+ */
+static int
+probe_hash(ScootAggState *s, int64 g, uint32 *h)
+{
+	while (s->probe_hashed <= g)
+	{
+		int64		k = s->probe_hashed++;
+
+		s->probe_hash_ok[k % 8] = scoot_agg_key_hash(s->agg, k, s->probe_nkeys, s->probe_keys,
+													 s->probe_widths, &s->probe_hash[k % 8]);
+	}
+	*h = s->probe_hash[g % 8];
+	return s->probe_hash_ok[g % 8];
+}
+
+/*
  * A ScootPreAgg probing a hash join (aggnode.h), about to return group g: prefetches what the
  * join's probes of the groups PROBE_FAR and PROBE_NEAR ahead will read first, and says whether
  * the join's table cannot match g (then it is not returned). A group with a NULL key is
@@ -655,15 +673,12 @@ probe_drops(ScootAggState *s, int64 g)
 				near,
 				h;
 
-	if (g + PROBE_FAR < s->ngroups &&
-		scoot_agg_key_hash(s->agg, g + PROBE_FAR, s->probe_nkeys, s->probe_keys,
-						   s->probe_widths, &far) == 0 &&
-		scoot_agg_key_hash(s->agg, g + PROBE_NEAR, s->probe_nkeys, s->probe_keys,
-						   s->probe_widths, &near) == 0)
+	if (g + PROBE_FAR < s->ngroups && probe_hash(s, g + PROBE_FAR, &far) == 0 &&
+		probe_hash(s, g + PROBE_NEAR, &near) == 0)
 		scoot_hj_prefetch(s->probe_filter, far, near);
 	if (!s->probe_filtering)
 		return false;
-	if (scoot_agg_key_hash(s->agg, g, s->probe_nkeys, s->probe_keys, s->probe_widths, &h) != 0)
+	if (probe_hash(s, g, &h) != 0)
 		return false;
 	s->probe_checked++;
 	if (scoot_hj_may_match(s->probe_filter, h))
@@ -730,6 +745,7 @@ agg_reset(ScootAggState *s)
 	/* the join may destroy or rebuild its hash table: the next group asks again */
 	s->probe_ht = NULL;
 	s->probe_filtering = false;
+	s->probe_hashed = 0;
 	MemoryContextReset(s->cxt);
 }
 

@@ -1630,6 +1630,35 @@ scoot_hj_prefetch(void *filter, uint32 far, uint32 near)
 }
 
 /*
+ * The widths of the join's first `n` outer hash keys if it hashes each with hashint2, hashint4 or
+ * hashint8 (what the join filters compute themselves); false for any other hash function.
+ */
+static bool
+integer_hash_widths(HashJoinTable ht, int n, int *widths)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		switch (ht->outer_hashfunctions[i].fn_oid)
+		{
+			case F_HASHINT2:
+				widths[i] = 2;
+				break;
+			case F_HASHINT4:
+				widths[i] = 4;
+				break;
+			case F_HASHINT8:
+				widths[i] = 8;
+				break;
+			default:
+				return false;
+		}
+	}
+	return true;
+}
+
+/*
  * The hash join `hj` probes with the groups of ScootPreAgg `a`: if each outer hash key is one
  * of the node's group keys (a plain column of its scan row, which lists the keys first), the
  * node may drop the groups the join's table cannot match and prefetch the buckets of the next
@@ -1682,7 +1711,6 @@ scoot_agg_probe_update(ScootAggState *s)
 	HashJoinState *hj = s->probe_hj;
 	HashJoinTable ht = hj->hj_HashTable;
 	ScootJoinBloom *b;
-	int			i;
 	uint32		h;
 
 	if (ht != NULL && hj->hj_JoinState == SCOOT_HJ_BUILD_HASHTABLE)
@@ -1691,23 +1719,8 @@ scoot_agg_probe_update(ScootAggState *s)
 		ht = NULL;
 	if ((void *) ht == s->probe_ht)
 		return;
-	for (i = 0; ht != NULL && i < s->probe_nkeys; i++)
-	{
-		switch (ht->outer_hashfunctions[i].fn_oid)
-		{
-			case F_HASHINT2:
-				s->probe_widths[i] = 2;
-				break;
-			case F_HASHINT4:
-				s->probe_widths[i] = 4;
-				break;
-			case F_HASHINT8:
-				s->probe_widths[i] = 8;
-				break;
-			default:
-				ht = NULL;
-		}
-	}
+	if (ht != NULL && !integer_hash_widths(ht, s->probe_nkeys, s->probe_widths))
+		ht = NULL;
 	/* keys of another type or width in the engine (-1 for any group): no filter */
 	if (ht != NULL && s->agg != NULL && s->ngroups > 0 &&
 		scoot_agg_key_hash(s->agg, 0, s->probe_nkeys, s->probe_keys, s->probe_widths, &h) < 0)
@@ -1789,7 +1802,6 @@ join_filter_update(ScootScanState *s)
 	HashJoinState *hj = s->probe_hj;
 	HashJoinTable ht = hj->hj_HashTable;
 	int			widths[SCOOT_JOIN_FILTER_MAX_KEYS];
-	int			i;
 
 	if (ht != NULL && hj->hj_JoinState == SCOOT_HJ_BUILD_HASHTABLE)
 		ht = NULL;				/* not built yet (the join reads a first outer row before) */
@@ -1803,23 +1815,8 @@ join_filter_update(ScootScanState *s)
 		 */
 		if (ht->parallel_state != NULL && ht->curbatch < 0)
 			ht = NULL;
-		for (i = 0; ht != NULL && i < s->probe_nkeys; i++)
-		{
-			switch (ht->outer_hashfunctions[i].fn_oid)
-			{
-				case F_HASHINT2:
-					widths[i] = 2;
-					break;
-				case F_HASHINT4:
-					widths[i] = 4;
-					break;
-				case F_HASHINT8:
-					widths[i] = 8;
-					break;
-				default:
-					ht = NULL;
-			}
-		}
+		if (ht != NULL && !integer_hash_widths(ht, s->probe_nkeys, widths))
+			ht = NULL;
 	}
 	if (ht == NULL && s->probe_ht == NULL)
 		return;
