@@ -693,7 +693,53 @@ fn before_write_slow(ptr: *const u8, len: usize, live: u32) {
     }
     let first = ((a - base) / PAGE) as u32;
     let last = ((a + len - 1 - base) / PAGE) as u32;
-    if kernel_traps(b, live) {
+    let traps = kernel_traps(b, live);
+    save_pages(first, last, live, traps);
+}
+
+/// Before writing the ranges `ranges` (offset, length) of the arena block at `blk`:
+/// [`before_write`] of each, with the block's checks made once (a row write announces a cell
+/// and a validity byte per column).
+#[inline]
+pub fn before_write_block(blk: *const u8, ranges: &[(u32, u32)]) {
+    crate::storage::changes::note_block(blk, ranges);
+    if !is_ready() {
+        return;
+    }
+    let live = ctl().live_epoch.load(Ordering::Acquire);
+    if live == 0 {
+        return;
+    }
+    before_write_block_slow(blk, ranges, live);
+}
+
+#[cold]
+fn before_write_block_slow(blk: *const u8, ranges: &[(u32, u32)], live: u32) {
+    let base = arena::base() as usize;
+    let a = blk as usize;
+    if a < base || a >= base + arena::bytes() {
+        return; // not arena memory (a reader's private copy of a snapshot block)
+    }
+    let b = ((a - base) / arena::block_size()) as u32;
+    if arena::block_desc(b).born.load(Ordering::Acquire) >= live {
+        return;
+    }
+    let traps = kernel_traps(b, live);
+    for &(off, len) in ranges {
+        if len == 0 {
+            continue;
+        }
+        let first = ((a - base + off as usize) / PAGE) as u32;
+        let last = ((a - base + off as usize + len as usize - 1) / PAGE) as u32;
+        save_pages(first, last, live, traps);
+    }
+}
+
+/// Pages `first..=last` (of a block that live snapshots contain) are about to be written: their
+/// pre-images are saved for snapshot `live` — by this process, or (`traps`: the kernel traps
+/// this process's writes to the block) by the fault handler of the OLAP worker.
+fn save_pages(first: u32, last: u32, live: u32, traps: bool) {
+    if traps {
         if let Some(own) = unsafe { OWN_TRAP }.and_then(|f| f()) {
             // resolve the trap here: save the pre-image (as the fault handler would), then lift
             // this process's own protection of the page. Other processes' protection stays: their

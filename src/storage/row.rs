@@ -471,20 +471,46 @@ unsafe fn encode(
     }
 }
 
+/// The byte ranges [`write_row`] writes (zone maps aside), for the WAL capture and the
+/// snapshots' pre-images: announced together before any is written.
+static mut ROW_RANGES: Vec<(u32, u32)> = Vec::new();
+
+/// Announces the writes of [`write_row`] (same arguments) but the zone maps' (a zone is
+/// widened rarely; that write announces itself): each column's cell and validity byte, and
+/// the variable-length payloads placed below `var_low`.
+unsafe fn announce_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) {
+    unsafe {
+        let rs = &mut *(&raw mut ROW_RANGES);
+        rs.clear();
+        for (i, v) in row.cells.iter().enumerate() {
+            let c: &ColDesc = b.col(i);
+            if c.kind == KIND_ABSENT {
+                continue;
+            }
+            let off = b.value_ptr(c, slot) as usize - b.base as usize;
+            rs.push((off as u32, c.width as u32));
+            rs.push((c.bitmap_off + (slot >> 3), 1));
+            if let Cell::Var(_, len, _) | Cell::CStr(_, len) = *v {
+                var_low -= len;
+                rs.push((var_low, len));
+            }
+        }
+        cow::before_write_block(b.base, rs);
+    }
+}
+
 /// Copies a prepared row into `slot` of block `b` (formatted with `row.layout`). Variable-length
 /// payloads are placed just below `var_low`; returns the new `var_low`. Caller checked the space.
 pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) -> u32 {
     unsafe {
         b.prefetch_row(slot, row.cells.len());
+        announce_row(b, slot, row, var_low);
         for (i, v) in row.cells.iter().enumerate() {
             let c: ColDesc = *b.col(i);
             if c.kind == KIND_ABSENT {
                 continue;
             }
             let p = b.value_ptr(&c, slot);
-            // pre-images for live OLAP snapshots: the cell and its validity byte
-            cow::before_write(p, c.width as usize);
-            cow::before_write(b.base.add(c.bitmap_off as usize + (slot as usize >> 3)), 1);
             match *v {
                 Cell::Null => {
                     b.set_valid(&c, slot, false);
@@ -515,13 +541,11 @@ pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
                 }
                 Cell::Var(src, len, raw) => {
                     var_low -= len;
-                    cow::before_write(b.base.add(var_low as usize), len as usize);
                     std::ptr::copy_nonoverlapping(src, b.base.add(var_low as usize), len as usize);
                     b.set_var_entry(&c, slot, var_low, len | if raw { VAR_RAW } else { 0 });
                 }
                 Cell::CStr(src, len) => {
                     var_low -= len;
-                    cow::before_write(b.base.add(var_low as usize), len as usize);
                     std::ptr::copy_nonoverlapping(src, b.base.add(var_low as usize), len as usize);
                     b.set_var_entry(&c, slot, var_low, len);
                 }
