@@ -18,10 +18,12 @@ use crate::storage::arena;
 use crate::storage::block::BlockRef;
 use crate::storage::cow;
 use crate::storage::tabledir::TableRef;
+use crate::storage::IdHasher;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 use std::sync::atomic::{fence, Ordering};
 
@@ -341,7 +343,7 @@ pub struct BlockCache {
     /// the image id each buffer holds a block of
     ids: Vec<u64>,
     clock: Vec<u64>,
-    index: HashMap<(u64, u32), usize>,
+    index: HashMap<(u64, u32), usize, BuildHasherDefault<IdHasher>>,
     tick: u64,
 }
 

@@ -19,10 +19,11 @@ use crate::storage::changes;
 use crate::storage::cow;
 use crate::storage::row::{self, Prepared};
 use crate::storage::tabledir::{self, TableRef};
+use crate::storage::IdHasher;
 use pgrx::pg_sys;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::Ordering;
 
 /// A block locked by this backend, checked to belong to the expected table.
@@ -247,24 +248,6 @@ thread_local! {
     /// inserted row: a multiplicative hash instead of SipHash).
     static INSERT_BLOCK: RefCell<HashMap<u32, u32, BuildHasherDefault<IdHasher>>> =
         RefCell::new(HashMap::default());
-}
-
-/// Hashes a table id (a small integer) with one multiplication (Fibonacci hashing).
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = (self.0 ^ v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
 }
 
 fn has_room(d: &BlockDesc, sig: u64, var_need: u32) -> bool {
