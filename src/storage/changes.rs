@@ -350,7 +350,9 @@ pub fn recycle(mut v: Vec<(u32, u32)>) {
 /// announced in order: no sort then).
 pub fn merge(mut r: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
     if !r.is_sorted() {
-        r.sort_unstable();
+        // stable sort: it merges the runs it finds (a capture is a few ascending runs: a row
+        // header, a row's cells, its payloads, a zone map entry), where sort_unstable does not
+        r.sort();
     }
     let mut w = 0usize;
     for i in 0..r.len() {

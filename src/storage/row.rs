@@ -474,6 +474,8 @@ unsafe fn encode(
 /// The byte ranges [`write_row`] writes (zone maps aside), for the WAL capture and the
 /// snapshots' pre-images: announced together before any is written.
 static mut ROW_RANGES: Vec<(u32, u32)> = Vec::new();
+/// ... and the variable-length payloads' ranges among them (see [`announce_row`]).
+static mut ROW_VAR_RANGES: Vec<(u32, u32)> = Vec::new();
 
 /// Announces the writes of [`write_row`] (same arguments) but the zone maps' (a zone is
 /// widened rarely; that write announces itself): each column's cell and validity byte, and
@@ -481,20 +483,26 @@ static mut ROW_RANGES: Vec<(u32, u32)> = Vec::new();
 unsafe fn announce_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) {
     unsafe {
         let rs = &mut *(&raw mut ROW_RANGES);
+        let var = &mut *(&raw mut ROW_VAR_RANGES);
         rs.clear();
+        var.clear();
+        // ascending (each column's validity bitmap precedes its values; the payloads, placed
+        // downwards from `var_low`, are added last, lowest first): the capture's final sort then
+        // finds the row's ranges in one run
         for (i, v) in row.cells.iter().enumerate() {
             let c: &ColDesc = b.col(i);
             if c.kind == KIND_ABSENT {
                 continue;
             }
             let off = b.value_ptr(c, slot) as usize - b.base as usize;
-            rs.push((off as u32, c.width as u32));
             rs.push((c.bitmap_off + (slot >> 3), 1));
+            rs.push((off as u32, c.width as u32));
             if let Cell::Var(_, len, _) | Cell::CStr(_, len) = *v {
                 var_low -= len;
-                rs.push((var_low, len));
+                var.push((var_low, len));
             }
         }
+        rs.extend(var.iter().rev());
         cow::before_write_block(b.base, rs);
     }
 }
