@@ -269,22 +269,46 @@ pub unsafe extern "C-unwind" fn relation_fetch_toast_slice(
 
 /// Bytes and row versions a table occupies: (bytes, versions).
 pub fn table_usage(t: TableRef) -> (u64, u64) {
-    let mut bytes = 0u64;
-    let mut versions = 0u64;
+    let u = usage(t);
+    (u.bytes, u.versions)
+}
+
+/// What a table's blocks hold.
+struct Usage {
+    /// bytes of the slots in use (fixed part, their share) and of the variable-length areas
+    bytes: u64,
+    /// slots in use
+    versions: u64,
+    /// ... of which redirects
+    redirects: u64,
+    /// the fixed-part bytes of those redirect slots
+    redirect_bytes: u64,
+}
+
+fn usage(t: TableRef) -> Usage {
+    let mut u = Usage {
+        bytes: 0,
+        versions: 0,
+        redirects: 0,
+        redirect_bytes: 0,
+    };
     let bs = arena::block_size() as u64;
     for (_, b) in tabledir::blocks_of(t) {
         let d = arena::block_desc(b);
         let hwm = d.hwm.load(Ordering::Relaxed) as u64;
         let used = hwm.saturating_sub(d.nfree.load(Ordering::Relaxed) as u64);
+        let redirects = (d.nredirect.load(Ordering::Relaxed) as u64).min(used);
         let cap = d.capacity.load(Ordering::Relaxed).max(1) as u64;
         let fixed = d.fixed_end.load(Ordering::Relaxed) as u64;
         let var = bs
             .saturating_sub(d.var_low.load(Ordering::Relaxed) as u64)
             .saturating_sub(d.var_dead.load(Ordering::Relaxed) as u64);
-        bytes += fixed * used / cap + var;
-        versions += used;
+        u.bytes += fixed * used / cap + var;
+        u.versions += used;
+        u.redirects += redirects;
+        u.redirect_bytes += fixed * redirects / cap;
     }
-    (bytes, versions)
+    u
 }
 
 #[pg_guard]
@@ -301,11 +325,16 @@ pub unsafe extern "C-unwind" fn relation_estimate_size(
         // row count comes from pg_class's density (reltuples per TID page, as VACUUM and ANALYZE
         // measure it) times the current TID pages
         let t = tabledir::resolve(rel);
-        let (bytes, versions) = table_usage(t);
+        let u = usage(t);
         // the pages a heap table of these rows would span: heap's 28 bytes of per-row overhead
         // (tuple header + line pointer) and tuple alignment instead of scoot's 20-byte header,
-        // 8168 usable bytes per page, minus the fillfactor's reserve
-        let heap_bytes = bytes + versions * 12;
+        // 8168 usable bytes per page, minus the fillfactor's reserve. A redirect (a HOT chain
+        // root whose versions are gone) is a 4-byte line pointer in heap but a whole slot here:
+        // counted as heap's (an updated table would otherwise look up to twice its rows' size,
+        // and scans of it that much dearer than heap's)
+        let bytes = u.bytes - u.redirect_bytes;
+        let versions = u.versions - u.redirects;
+        let heap_bytes = bytes + versions * 12 + u.redirects * 4;
         let per_page = (pg_sys::BLCKSZ as u64 - 24) * fill_factor(rel) as u64 / 100;
         let tid_pages = super::scan::tid_pages(t) as f64;
         let r = &*(*rel).rd_rel;

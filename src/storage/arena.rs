@@ -57,6 +57,12 @@ pub struct BlockDesc {
     pub next_free: AtomicU32,
     /// Slots in state DEAD (waiting for index cleanup by VACUUM).
     pub ndead: AtomicU32,
+    /// Slots in state REDIRECT (chain roots whose versions are gone; they take a whole slot
+    /// where heap's take a 4-byte line pointer, so the planner's size estimate leaves them out).
+    /// Maintained by the modification layer; not WAL-logged: recounted from the block after
+    /// redo and after a checkpoint image is loaded (`modify::recount_redirects`), so a hot
+    /// standby's count is as of its start (it is only an estimate).
+    pub nredirect: AtomicU32,
     /// Versions in this block superseded by an update/delete since the last prune (a hint that
     /// pruning the block's chains would free space).
     pub obsolete: AtomicU32,
@@ -666,6 +672,7 @@ pub fn free_block(t: TableRef, b: u32, resize_file: bool) {
     d.hwm.store(0, Ordering::Relaxed);
     d.nfree.store(0, Ordering::Relaxed);
     d.ndead.store(0, Ordering::Relaxed);
+    d.nredirect.store(0, Ordering::Relaxed);
     d.obsolete.store(0, Ordering::Relaxed);
     d.capacity.store(0, Ordering::Relaxed);
     d.layout_sig.store(0, Ordering::Relaxed);

@@ -418,6 +418,7 @@ fn new_block(t: TableRef, layout: &Layout) -> Locked {
     desc.free_hint.store(0, Ordering::Relaxed);
     desc.nfree.store(0, Ordering::Relaxed);
     desc.ndead.store(0, Ordering::Relaxed);
+    desc.nredirect.store(0, Ordering::Relaxed);
     desc.obsolete.store(0, Ordering::Relaxed);
     desc.layout_sig.store(layout.sig, Ordering::Relaxed);
     desc.hwm.store(0, Ordering::Release);
@@ -692,6 +693,7 @@ pub fn make_redirect(l: &Locked, s: u32, target: (u32, u16)) {
     h.xmax = if st == ST_REDIRECT {
         h.xmax.wrapping_add(1)
     } else {
+        l.desc.nredirect.fetch_add(1, Ordering::Relaxed);
         1
     };
     h.set_state(ST_REDIRECT);
@@ -711,10 +713,38 @@ pub fn make_dead(l: &Locked, s: u32) {
     if st != ST_DEAD {
         l.desc.ndead.fetch_add(1, Ordering::Relaxed);
     }
+    if st == ST_REDIRECT {
+        uncount_redirect(l.desc);
+    }
     h.set_state(ST_DEAD);
     h.xmax = 0;
     h.clear_ctid();
     l.touch();
+}
+
+/// One redirect slot fewer (never below zero: a count recounted on a standby may lag).
+fn uncount_redirect(d: &BlockDesc) {
+    let _ = d
+        .nredirect
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+}
+
+/// Counts block `b`'s redirect slots again from its row headers (after redo, or after the
+/// block was loaded from a checkpoint image: neither maintains the count). The caller owns the
+/// arena (startup, end of recovery).
+pub fn recount_redirects(b: u32) {
+    let d = arena::block_desc(b);
+    let blk = BlockRef {
+        base: arena::block_ptr(b),
+    };
+    let hwm = d
+        .hwm
+        .load(Ordering::Relaxed)
+        .min(d.capacity.load(Ordering::Relaxed));
+    let n = (0..hwm)
+        .filter(|&s| blk.row(s).state() == ST_REDIRECT)
+        .count();
+    d.nredirect.store(n as u32, Ordering::Relaxed);
 }
 
 /// Returns a slot to the block's free list.
@@ -727,6 +757,7 @@ pub fn free_slot(l: &Locked, s: u32) {
         ST_DEAD => {
             l.desc.ndead.fetch_sub(1, Ordering::Relaxed);
         }
+        ST_REDIRECT => uncount_redirect(l.desc),
         ST_FREE => return,
         _ => {}
     }

@@ -1187,6 +1187,7 @@ fn load_file(path: &str, ctl: &Control, clean: bool) -> Result<Loaded, NotLoaded
     }
     for (b, m) in metas {
         m.apply(arena::block_desc(b));
+        crate::storage::modify::recount_redirects(b);
     }
     Ok(Loaded {
         lsn,

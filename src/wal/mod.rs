@@ -525,6 +525,9 @@ fn finish_replay() {
             continue;
         }
         let blocks = tabledir::blocks_of(t);
+        for &(_lb, b) in &blocks {
+            crate::storage::modify::recount_redirects(b);
+        }
         let e = t.entry();
         e.nblocks.store(blocks.len() as u32, Ordering::Relaxed);
         e.nlocal.store(
