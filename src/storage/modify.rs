@@ -289,6 +289,10 @@ pub fn nearly_full(d: &BlockDesc) -> bool {
     used * 10 >= cap * 9 || var_free * 10 < var_area
 }
 
+/// The slot `take_slot` took last from above the block's high-water mark (arena block, slot): a
+/// slot never used since the block was formatted, which `place` writes without comparing.
+static mut FRESH_SLOT: (u32, u32) = (u32::MAX, u32::MAX);
+
 /// Takes a free slot of a locked block that `has_room`; compacts the var area when needed.
 fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
     let d = l.desc;
@@ -319,6 +323,7 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
     } else {
         let s = d.hwm.load(Ordering::Relaxed);
         d.hwm.store(s + 1, Ordering::Release);
+        unsafe { FRESH_SLOT = (l.ab, s) };
         if s % TID_OFFSETS_PER_PAGE == 0 && l.lb + 1 >= tabledir::nlocal(t) {
             // the table's last block starts a new TID page: the relation grows by a page
             arena::with_alloc_lock(|| tabledir::publish_size(t));
@@ -574,7 +579,9 @@ fn place(
     spec_token: Option<u32>,
 ) {
     let d = l.desc;
-    let low = unsafe { row::write_row(l.blk, s, row, d.var_low.load(Ordering::Relaxed)) };
+    let fresh = unsafe { std::mem::replace(&mut *(&raw mut FRESH_SLOT), (u32::MAX, u32::MAX)) }
+        == (l.ab, s);
+    let low = unsafe { row::write_row(l.blk, s, row, d.var_low.load(Ordering::Relaxed), fresh) };
     d.var_low.store(low, Ordering::Relaxed);
     touch_row(l, s);
     l.desc.vis_xid.store(0, Ordering::Relaxed);

@@ -491,25 +491,35 @@ struct CellWrite {
 /// source).
 static mut ROW_NEW: Vec<u8> = Vec::new();
 static mut ROW_CELLS: Vec<CellWrite> = Vec::new();
-static mut ROW_RANGES: Vec<(u32, u32)> = Vec::new();
+static mut ROW_CHANGED: Vec<(u32, u32)> = Vec::new();
 static mut ROW_VAR: Vec<(u32, u32, *const u8)> = Vec::new();
 
 /// Copies a prepared row into `slot` of block `b` (formatted with `row.layout`). Variable-length
 /// payloads are placed just below `var_low`; returns the new `var_low`. Caller checked the space.
-///
-/// Only the bytes that change are written and announced (WAL capture, snapshot pre-images): a
+/// `fresh`: the slot was never used since the block was formatted ([`write_row_all`]).
+pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, var_low: u32, fresh: bool) -> u32 {
+    unsafe {
+        if fresh {
+            write_row_all(b, slot, row, var_low)
+        } else {
+            write_row_changed(b, slot, row, var_low)
+        }
+    }
+}
+
+/// [`write_row`] into a reused slot: only the bytes that change are written and announced (WAL capture, snapshot pre-images): a
 /// slot is reused by the next version written to the block, and its validity bits (almost always
 /// set already) and often some cells (a warehouse id, a zero counter) hold the new values. The
 /// WAL reproduces the block byte for byte, so a byte that does not change on the primary does not
 /// change on a standby or in redo either. Announced together, in ascending order (each column's
 /// validity bitmap precedes its values; the payloads, placed downwards, lowest first), before
 /// anything is written.
-pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) -> u32 {
+unsafe fn write_row_changed(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) -> u32 {
     unsafe {
         b.prefetch_row(slot, row.cells.len());
         let new = &mut *(&raw mut ROW_NEW);
         let cells = &mut *(&raw mut ROW_CELLS);
-        let ranges = &mut *(&raw mut ROW_RANGES);
+        let ranges = &mut *(&raw mut ROW_CHANGED);
         let var = &mut *(&raw mut ROW_VAR);
         new.clear();
         cells.clear();
@@ -593,6 +603,112 @@ pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
             if w.valid && zoned(c) {
                 // widen the column's zone map to the new value
                 let (lo, hi) = b.zone_span(c, slot).unwrap_or_default();
+                let z = b.zone(i);
+                if lo < z.min || hi > z.max {
+                    cow::before_write(b.zone_ptr(i) as *const u8, std::mem::size_of::<Zone>());
+                    b.zone_ptr(i).write(Zone {
+                        min: z.min.min(lo),
+                        max: z.max.max(hi),
+                    });
+                }
+            }
+        }
+        var_low
+    }
+}
+
+/// The byte ranges [`write_row_all`] writes (zone maps aside), for the WAL capture and the
+/// snapshots' pre-images: announced together before any is written.
+static mut ROW_RANGES: Vec<(u32, u32)> = Vec::new();
+/// ... and the variable-length payloads' ranges among them (see [`announce_row`]).
+static mut ROW_VAR_RANGES: Vec<(u32, u32)> = Vec::new();
+
+/// Announces the writes of [`write_row_all`] (same arguments) but the zone maps' (a zone is
+/// widened rarely; that write announces itself): each column's cell and validity byte, and
+/// the variable-length payloads placed below `var_low`.
+unsafe fn announce_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) {
+    unsafe {
+        let rs = &mut *(&raw mut ROW_RANGES);
+        let var = &mut *(&raw mut ROW_VAR_RANGES);
+        rs.clear();
+        var.clear();
+        // ascending (each column's validity bitmap precedes its values; the payloads, placed
+        // downwards from `var_low`, are added last, lowest first): the capture's final sort then
+        // finds the row's ranges in one run
+        for (i, v) in row.cells.iter().enumerate() {
+            let c: &ColDesc = b.col(i);
+            if c.kind == KIND_ABSENT {
+                continue;
+            }
+            let off = b.value_ptr(c, slot) as usize - b.base as usize;
+            rs.push((c.bitmap_off + (slot >> 3), 1));
+            rs.push((off as u32, c.width as u32));
+            if let Cell::Var(_, len, _) | Cell::CStr(_, len) = *v {
+                var_low -= len;
+                var.push((var_low, len));
+            }
+        }
+        rs.extend(var.iter().rev());
+        cow::before_write_block(b.base, rs);
+    }
+}
+
+/// [`write_row`] into a slot never used since the block was formatted: every cell and validity
+/// bit is written and announced (nothing to compare: a bulk load's rows go here, and comparing
+/// first cost COPY a quarter of its time).
+unsafe fn write_row_all(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) -> u32 {
+    unsafe {
+        b.prefetch_row(slot, row.cells.len());
+        announce_row(b, slot, row, var_low);
+        for (i, v) in row.cells.iter().enumerate() {
+            let c: ColDesc = *b.col(i);
+            if c.kind == KIND_ABSENT {
+                continue;
+            }
+            let p = b.value_ptr(&c, slot);
+            match *v {
+                Cell::Null => {
+                    b.set_valid(&c, slot, false);
+                    // keep the value bytes deterministic (frozen blocks export them as-is)
+                    std::ptr::write_bytes(p, 0, c.width as usize);
+                    continue;
+                }
+                Cell::ByVal(d) => {
+                    let raw = d.value() as u64;
+                    match c.attlen {
+                        1 => *p = raw as u8,
+                        2 => (p as *mut u16).write_unaligned(raw as u16),
+                        4 => (p as *mut u32).write_unaligned(raw as u32),
+                        8 => (p as *mut u64).write_unaligned(raw),
+                        _ => std::ptr::copy_nonoverlapping(
+                            &raw as *const u64 as *const u8,
+                            p,
+                            c.attlen as usize,
+                        ),
+                    }
+                }
+                Cell::Fixed(src) => std::ptr::copy_nonoverlapping(src, p, c.attlen as usize),
+                Cell::Dec64(x) => (p as *mut i64).write_unaligned(x),
+                Cell::Dec128(x) => (p as *mut i128).write_unaligned(x),
+                Cell::CharN(src, len) => {
+                    std::ptr::copy_nonoverlapping(src, p, len as usize);
+                    std::ptr::write_bytes(p.add(len as usize), 0, c.width as usize - len as usize);
+                }
+                Cell::Var(src, len, raw) => {
+                    var_low -= len;
+                    std::ptr::copy_nonoverlapping(src, b.base.add(var_low as usize), len as usize);
+                    b.set_var_entry(&c, slot, var_low, len | if raw { VAR_RAW } else { 0 });
+                }
+                Cell::CStr(src, len) => {
+                    var_low -= len;
+                    std::ptr::copy_nonoverlapping(src, b.base.add(var_low as usize), len as usize);
+                    b.set_var_entry(&c, slot, var_low, len);
+                }
+            }
+            b.set_valid(&c, slot, true);
+            if zoned(&c) {
+                // widen the column's zone map to the new value
+                let (lo, hi) = b.zone_span(&c, slot).unwrap_or_default();
                 let z = b.zone(i);
                 if lo < z.min || hi > z.max {
                     cow::before_write(b.zone_ptr(i) as *const u8, std::mem::size_of::<Zone>());
