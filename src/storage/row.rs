@@ -507,9 +507,10 @@ pub unsafe fn write_row(b: BlockRef, slot: u32, row: &Prepared, var_low: u32, fr
     }
 }
 
-/// [`write_row`] into a reused slot: only the bytes that change are written and announced (WAL capture, snapshot pre-images): a
-/// slot is reused by the next version written to the block, and its validity bits (almost always
-/// set already) and often some cells (a warehouse id, a zero counter) hold the new values. The
+/// [`write_row`] into a reused slot: only the bytes that change are written and announced (WAL
+/// capture, snapshot pre-images): a slot is reused by the next version written to the block, and
+/// its validity bits (almost always set already) and often some cells (a warehouse id, a zero
+/// counter) hold the new values. The
 /// WAL reproduces the block byte for byte, so a byte that does not change on the primary does not
 /// change on a standby or in redo either. Announced together, in ascending order (each column's
 /// validity bitmap precedes its values; the payloads, placed downwards, lowest first), before
