@@ -687,14 +687,9 @@ fn before_write_slow(ptr: *const u8, len: usize, live: u32) {
     if a < base || a >= base + arena::bytes() || len == 0 {
         return; // not arena memory (a reader's private copy of a snapshot block)
     }
-    let b = ((a - base) / arena::block_size()) as u32;
-    if arena::block_desc(b).born.load(Ordering::Acquire) >= live {
-        return; // allocated after every live snapshot: none of them contains it
-    }
-    let first = ((a - base) / PAGE) as u32;
-    let last = ((a + len - 1 - base) / PAGE) as u32;
-    let traps = kernel_traps(b, live);
-    save_pages(first, last, live, traps);
+    let bs = arena::block_size();
+    let off = (a - base) % bs;
+    before_write_block_slow((a - off) as *const u8, &[(off as u32, len as u32)], live);
 }
 
 /// Before writing the ranges `ranges` (offset, length) of the arena block at `blk`:

@@ -601,17 +601,8 @@ unsafe fn write_row_changed(b: BlockRef, slot: u32, row: &Prepared, mut var_low:
             if w.bit_changes {
                 b.set_valid(c, slot, w.valid);
             }
-            if w.valid && zoned(c) {
-                // widen the column's zone map to the new value
-                let (lo, hi) = b.zone_span(c, slot).unwrap_or_default();
-                let z = b.zone(i);
-                if lo < z.min || hi > z.max {
-                    cow::before_write(b.zone_ptr(i) as *const u8, std::mem::size_of::<Zone>());
-                    b.zone_ptr(i).write(Zone {
-                        min: z.min.min(lo),
-                        max: z.max.max(hi),
-                    });
-                }
+            if w.valid {
+                widen_zone(b, c, i, slot);
             }
         }
         var_low
@@ -707,20 +698,28 @@ unsafe fn write_row_all(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
                 }
             }
             b.set_valid(&c, slot, true);
-            if zoned(&c) {
-                // widen the column's zone map to the new value
-                let (lo, hi) = b.zone_span(&c, slot).unwrap_or_default();
-                let z = b.zone(i);
-                if lo < z.min || hi > z.max {
-                    cow::before_write(b.zone_ptr(i) as *const u8, std::mem::size_of::<Zone>());
-                    b.zone_ptr(i).write(Zone {
-                        min: z.min.min(lo),
-                        max: z.max.max(hi),
-                    });
-                }
-            }
+            widen_zone(b, &c, i, slot);
         }
         var_low
+    }
+}
+
+/// Widens column `i`'s zone map to the value just written to `slot` (zoned columns only); the
+/// zone's write announces itself (rare: only when the value falls outside it).
+unsafe fn widen_zone(b: BlockRef, c: &ColDesc, i: usize, slot: u32) {
+    if !zoned(c) {
+        return;
+    }
+    unsafe {
+        let (lo, hi) = b.zone_span(c, slot).unwrap_or_default();
+        let z = b.zone(i);
+        if lo < z.min || hi > z.max {
+            cow::before_write(b.zone_ptr(i) as *const u8, std::mem::size_of::<Zone>());
+            b.zone_ptr(i).write(Zone {
+                min: z.min.min(lo),
+                max: z.max.max(hi),
+            });
+        }
     }
 }
 
