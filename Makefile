@@ -1,7 +1,8 @@
 # PGXS-style entry points for pg_scoot (thin wrappers; the work is done by cargo-pgrx and scripts/).
 #
 #   make                 release build + package into target/release/pg_scoot-pg15/ (no install)
-#   make install         release build installed into $(PG_CONFIG)'s directories
+#   make install         release build installed into $(PG_CONFIG)'s directories (scripts/install.sh:
+#                        like PGXS, replaces files instead of overwriting them, so running servers live on)
 #   make installcheck    pg_regress (sql/) + isolation specs against a RUNNING server (PGHOST/PGPORT)
 #   make check           the full test run (= scripts/test.sh; what CI runs)
 #   make demo            pgbench TPC-B on scoot tables in a throw-away cluster
@@ -31,7 +32,7 @@ package:
 	$(CARGO) pgrx package --pg-config "$(PG_CONFIG)"
 
 install:
-	$(CARGO) pgrx install --release --pg-config "$(PG_CONFIG)"
+	bash scripts/install.sh
 
 installcheck:
 	bash scripts/installcheck.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # THE demo of pg_scoot (`make demo`): pgbench TPC-B on scoot tables in a throw-away cluster.
 #
-#   setup.sh -> cargo pgrx install --release -> throw-away cluster (scoot preloaded)
+#   setup.sh -> scripts/install.sh (release) -> throw-away cluster (scoot preloaded)
 #   -> PGOPTIONS='-c default_table_access_method=scoot' pgbench -i -s $DEMO_SCALE
 #   -> pgbench -c 8 -j 2 -T $DEMO_SECONDS -M prepared, and meanwhile (scoot) an analytic reader with
 #      scoot.olap = on: every second sum(abalance), sum(tbalance), sum(bbalance) on an OLAP snapshot

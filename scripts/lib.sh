@@ -91,7 +91,8 @@ build_install() {
     log "SKIP_BUILD=1: using the installed pg_scoot ($(ls "$PG_PKGLIBDIR"/pg_scoot.so 2>/dev/null || echo 'NOT INSTALLED'))"
     return 0
   fi
-  (cd "$SCOOT_REPO" && cargo pgrx install --release --pg-config "$PG_CONFIG")
+  # not `cargo pgrx install`: it overwrites pg_scoot.so in place and kills running servers
+  bash "$SCOOT_REPO/scripts/install.sh"
 }
 
 # ---------------------------------------------------------------- throw-away cluster

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # THE test command of pg_scoot (CI runs it through .ci/run; `make check` runs it too).
 #
-#   setup.sh -> [cargo pgrx test: #[pg_test] unit tests] -> cargo pgrx install --release
+#   setup.sh -> [cargo pgrx test: #[pg_test] unit tests] -> scripts/install.sh (release package build, installed like PGXS)
 #   -> pg_regress suite (sql/, expected/)          own temp instance, scoot preloaded
 #   -> isolation suite (sql-tests/isolation/)      own temp instance, scoot preloaded
 #   -> PostgreSQL's own core regression and isolation suites with default_table_access_method=scoot
@@ -87,7 +87,7 @@ step "build + install (release)"
 BUILD_OK=1
 if ! build_install; then
   BUILD_OK=0
-  add_result build 0 1 "cargo pgrx install --release failed; suites skipped"
+  add_result build 0 1 "build + install (scripts/install.sh) failed; suites skipped"
 elif [ "${SCOOT_PRELOAD:-1}" = 1 ] && [ ! -f "$PG_PKGLIBDIR/pg_scoot.so" ]; then
   BUILD_OK=0
   add_result build 0 1 "$PG_PKGLIBDIR/pg_scoot.so not installed; suites skipped"
