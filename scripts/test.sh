@@ -67,6 +67,10 @@ if [ "$PGRX_TEST" = 1 ]; then
   tdir=$(pg_tmpdir scoot-pgrx-test)
   add_cleanup "rm -rf '$tdir'"
   rc=0
+  # cargo pgrx test copies its build over the installed pg_scoot.so in place, which kills every
+  # running server that has it loaded (SIGBUS; see scripts/install.sh): unlinked first, the copy
+  # is a new file and running servers keep the old one
+  rm -f "$PG_PKGLIBDIR/pg_scoot.so"
   cargo pgrx test "pg$PG_MAJOR" --runas postgres --pgdata "$tdir" 2>&1 | tee "$OUT/pgrx-test.log" || rc=$?
   # the test framework leaves its postmaster running on failure
   [ -f "$tdir/postmaster.pid" ] &&
