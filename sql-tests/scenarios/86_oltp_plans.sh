@@ -106,7 +106,7 @@ q -c "ANALYZE"
 # ---- the statements: go-tpc's SQL as it sends it (? placeholders) and pgbench's TPC-B script, each
 # with one set of arguments; compared as prepared statements on a custom and on a generic plan
 python3 - <<'PY' || fail "plan comparison"
-import re, subprocess, sys
+import re, sys
 import psycopg
 
 IN10 = "(" + ",".join(["(?,?,?)"] * 10) + ")"
