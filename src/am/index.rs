@@ -756,6 +756,11 @@ unsafe fn fetch_image_ready(
         if lazy {
             ffi::exec_clear_tuple(slot);
         }
+        // the columns the chain walk makes readable in a sparse block copy: those the batch reads
+        let mask: &[bool] = if lazy { &(*batch).mask } else { &[] };
+        if s.cell_mask.as_slice() != mask {
+            s.cell_mask = mask.to_vec();
+        }
         let (td, relid) = ((*rel).rd_att, (*rel).rd_id);
         let natts = (*td).natts as usize;
         let found = super::snapread::walk_chain(s, rb, rs, |lb, blk, sl, h| {

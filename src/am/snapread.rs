@@ -1,6 +1,7 @@
 //! Reading a scoot table from an OLAP snapshot image (see `snapshot/`): the scan, index-fetch
 //! and TID-fetch callbacks use these helpers instead of locking live blocks when the snapshot
-//! they are given belongs to an image. Blocks come from private materialized copies, visibility
+//! they are given belongs to an image. Blocks come from private materialized copies (whole
+//! blocks for scans; for row fetches only the pages they read, see `image::BlockCache`), visibility
 //! is evaluated against the image's MVCC snapshot, and a block the snapshot marked all-visible
 //! skips per-row visibility checks. Nothing here prunes, kills index entries or takes predicate
 //! locks (images are never read by SERIALIZABLE transactions).
@@ -8,7 +9,10 @@ use super::index::hot_next;
 use crate::snapshot::image::{self, BlockBuf, Image, TableImage};
 use crate::snapshot::session;
 use crate::storage::arena::{self, LwGuard};
-use crate::storage::block::{BlockRef, RowHdr, F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
+use crate::storage::block::{
+    BlockHeader, BlockRef, RowHdr, F_HEAP_ONLY, KIND_CSTRING, KIND_VAR, ROW_HDR_SIZE, ST_NORMAL,
+    ST_REDIRECT, VAR_LEN_MASK,
+};
 use crate::storage::decode_tid_parts;
 use crate::storage::tabledir::TableRef;
 use crate::txn::mvcc;
@@ -25,6 +29,11 @@ pub struct ImgScan {
     /// the block a sequential scan is on (allocated when first needed: index fetches use the
     /// backend's cache instead)
     buf: Option<BlockBuf>,
+    /// chain walks make the cells of the members they visit readable (false: headers only)
+    pub walk_cells: bool,
+    /// ... of the columns whose entry is set (empty: all; an index scan that knows the
+    /// columns it reads, see `index::set_fetch_columns`)
+    pub cell_mask: Vec<bool>,
 }
 
 impl ImgScan {
@@ -34,6 +43,8 @@ impl ImgScan {
             image,
             table,
             buf: None,
+            walk_cells: true,
+            cell_mask: Vec::new(),
         }
     }
 
@@ -76,7 +87,48 @@ impl ImgScan {
                 return Some((blk, b.hwm, Some(g)));
             }
         }
-        Some((image::cache_get(&self.image, b.ab), b.hwm, None))
+        // a sparse copy: the pages a fetch reads are materialized as it reads them
+        // (`ensure_hdr`, `ensure_cells`), the block header now
+        let blk = image::cache_get_sparse(&self.image, b.ab);
+        image::cache_ensure(&self.image, b.ab, 0, std::mem::size_of::<BlockHeader>());
+        image::cache_ensure(&self.image, b.ab, 0, blk.header().row_hdr_off as usize);
+        Some((blk, b.hwm, None))
+    }
+
+    /// Makes row `slot`'s version header readable in `blk`, block `lb` as [`ImgScan::hop`]
+    /// returned it (a cached copy, `live` false, may be sparse).
+    #[inline]
+    pub fn ensure_hdr(&self, lb: u32, blk: BlockRef, slot: u32, live: bool) {
+        if live {
+            return;
+        }
+        if let Some(b) = self.table.block(lb) {
+            image::cache_ensure(&self.image, b.ab, blk.row_off(slot), ROW_HDR_SIZE);
+        }
+    }
+
+    /// Makes row `slot`'s cells (and variable-length payloads) readable in `blk`, block `lb` as
+    /// [`ImgScan::hop`] returned it.
+    pub fn ensure_cells(&self, lb: u32, blk: BlockRef, slot: u32, live: bool) {
+        if live {
+            return;
+        }
+        let Some(b) = self.table.block(lb) else {
+            return;
+        };
+        let (img, ab) = (&*self.image, b.ab);
+        let mask = &self.cell_mask;
+        let read = |i: usize| mask.is_empty() || mask.get(i).copied().unwrap_or(true);
+        blk.cell_ranges(slot, read, |off, len| {
+            image::cache_ensure(img, ab, off, len)
+        });
+        for i in 0..blk.natts() {
+            let c = blk.col(i);
+            if read(i) && (c.kind == KIND_VAR || c.kind == KIND_CSTRING) && blk.is_valid(c, slot) {
+                let (off, len) = blk.var_entry(c, slot);
+                image::cache_ensure(img, ab, off as usize, (len & VAR_LEN_MASK) as usize);
+            }
+        }
     }
 
     /// Runs `f` on arena block `ab` as the image has it: the *live* block under its shared lock
@@ -148,6 +200,7 @@ pub fn walk_chain(
     if rs >= hwm {
         return None;
     }
+    s.ensure_hdr(rb, root, rs, live);
     let rh = root.row(rs);
     let r = match rh.state() {
         ST_REDIRECT => {
@@ -196,10 +249,12 @@ fn walk_members(
             Some(a) => a,
             None => s.hop(cb)?,
         };
-        *live |= _g.is_some();
+        let here_live = _g.is_some();
+        *live |= here_live;
         if cs >= hwm {
             return None;
         }
+        s.ensure_hdr(cb, blk, cs, here_live);
         let h = blk.row(cs);
         if h.state() != ST_NORMAL {
             return None;
@@ -213,6 +268,9 @@ fn walk_members(
             return None;
         }
         first = false;
+        if s.walk_cells {
+            s.ensure_cells(cb, blk, cs, here_live);
+        }
         if f(cb, blk, cs, h) {
             return Some((cb, cs));
         }
@@ -231,7 +289,10 @@ fn walk_members(
 /// The chain member the image sees (for bitmap scans).
 pub fn chain_visible(s: &mut ImgScan, rb: u32, rs: u32) -> Option<(u32, u32)> {
     let xids = mvcc::ImageXids::new(s.image.snap);
-    walk_chain(s, rb, rs, |_, _, _, h| xids.visible(h))
+    s.walk_cells = false;
+    let r = walk_chain(s, rb, rs, |_, _, _, h| xids.visible(h));
+    s.walk_cells = true;
+    r
 }
 
 /// Copies row (lb, slot) of the image into `slot` if the image sees it.
@@ -248,10 +309,12 @@ pub unsafe fn fetch(
     if sl >= hwm {
         return false;
     }
+    s.ensure_hdr(lb, blk, sl, g.is_some());
     let h = blk.row(sl);
     if h.state() != ST_NORMAL || !s.xids.visible(h) {
         return false;
     }
+    s.ensure_cells(lb, blk, sl, g.is_some());
     unsafe { super::store_row(rel, blk, lb, sl, slot) };
     if g.is_some() {
         drop(g);

@@ -337,12 +337,21 @@ thread_local! {
 /// nothing changed or for up to `scoot.snapshot_max_age`) find the copies the previous ones
 /// made. A copy is the block as its image saw it, so an entry never goes stale; entries of
 /// older images are simply the least recently used.
+///
+/// A copy is either *full* (every page materialized: bitmap heap scans, which read whole TID
+/// pages) or *sparse*: index and TID fetches materialize only the pages they read, page by page
+/// ([`cache_ensure`]): the block header, the row headers of the slots they visit and the cells
+/// of the rows they return. Under OLTP load nearly every block of a table like `stock` changes
+/// while an analytic query runs, so an index nested loop over it used to copy a megabyte per block
+/// (and fault in a fresh megabyte per block in every parallel worker) to read a row or two.
 #[derive(Default)]
 pub struct BlockCache {
     bufs: Vec<BlockBuf>,
     /// the image id each buffer holds a block of
     ids: Vec<u64>,
     clock: Vec<u64>,
+    /// per buffer, the pages materialized (a bit per page); empty: all of them (a full copy)
+    valid: Vec<Vec<u64>>,
     index: HashMap<(u64, u32), usize, BuildHasherDefault<IdHasher>>,
     tick: u64,
 }
@@ -361,10 +370,82 @@ impl BlockCache {
         Some(self.bufs[i].blk())
     }
 
+    /// A full copy of block `ab` of `img` (a sparse one is completed).
     fn get(&mut self, img: &Image, ab: u32, cap: usize) -> BlockRef {
+        if let Some(b) = self.peek(img.id, ab) {
+            let i = self.index[&(img.id, ab)];
+            if !self.valid[i].is_empty() {
+                let pages = arena::block_size() / cow::PAGE;
+                self.fill_pages(img, i, 0, pages - 1);
+                self.valid[i].clear();
+            }
+            return b;
+        }
+        let i = self.slot_for(cap);
+        // not indexed while it is being filled (`materialize` may raise snapshot too old)
+        self.bufs[i].ab = u32::MAX;
+        img.materialize(ab, self.bufs[i].slice());
+        self.bufs[i].ab = ab;
+        self.ids[i] = img.id;
+        self.valid[i].clear();
+        self.index.insert((img.id, ab), i);
+        self.bufs[i].blk()
+    }
+
+    /// A copy of block `ab` of `img` whose pages are materialized when [`BlockCache::ensure`]d
+    /// (a new one has none).
+    fn get_sparse(&mut self, img: &Image, ab: u32, cap: usize) -> BlockRef {
         if let Some(b) = self.peek(img.id, ab) {
             return b;
         }
+        let i = self.slot_for(cap);
+        let words = (arena::block_size() / cow::PAGE).div_ceil(64);
+        self.valid[i].clear();
+        self.valid[i].resize(words, 0);
+        self.bufs[i].ab = ab;
+        self.ids[i] = img.id;
+        self.index.insert((img.id, ab), i);
+        self.bufs[i].blk()
+    }
+
+    /// Materializes the pages under bytes `[off, off + len)` of the cached copy of block `ab`
+    /// of `img` that are not yet.
+    fn ensure(&mut self, img: &Image, ab: u32, off: usize, len: usize) {
+        let Some(&i) = self.index.get(&(img.id, ab)) else {
+            // the caller's reference came from this cache a moment ago: never evicted since
+            pgrx::error!("scoot: an OLAP snapshot block copy was evicted while in use");
+        };
+        if self.valid[i].is_empty() || len == 0 {
+            return;
+        }
+        let bs = arena::block_size();
+        let (first, last) = (off / cow::PAGE, ((off + len).min(bs) - 1) / cow::PAGE);
+        self.fill_pages(img, i, first, last);
+    }
+
+    /// Reads the missing pages `[first, last]` of sparse buffer `i` from the image.
+    fn fill_pages(&mut self, img: &Image, i: usize, first: usize, last: usize) {
+        let ab = self.bufs[i].ab;
+        let base_page = (ab as usize * arena::block_size() / cow::PAGE) as u32;
+        let mut read = false;
+        for k in first..=last {
+            let (w, bit) = (k / 64, 1u64 << (k % 64));
+            if self.valid[i][w] & bit != 0 {
+                continue;
+            }
+            let dst = unsafe { self.bufs[i].blk().base.add(k * cow::PAGE) };
+            cow::read_page(base_page + k as u32, img.epoch, dst);
+            self.valid[i][w] |= bit;
+            read = true;
+        }
+        if read {
+            img.check_alive();
+        }
+    }
+
+    /// The buffer a new entry takes: a new one while under `cap`, else the least recently used
+    /// one's (unindexed).
+    fn slot_for(&mut self, cap: usize) -> usize {
         self.tick += 1;
         while self.bufs.len() > cap {
             // the budget was lowered: drop the least recently used
@@ -373,6 +454,7 @@ impl BlockCache {
             self.bufs.swap_remove(i);
             self.ids.swap_remove(i);
             self.clock.swap_remove(i);
+            self.valid.swap_remove(i);
             if i < self.bufs.len() {
                 self.index.insert((self.ids[i], self.bufs[i].ab), i);
             }
@@ -381,6 +463,7 @@ impl BlockCache {
             self.bufs.push(BlockBuf::alloc());
             self.ids.push(0);
             self.clock.push(0);
+            self.valid.push(Vec::new());
             self.bufs.len() - 1
         } else {
             // a linear pass, only when a block is copied anyway
@@ -389,13 +472,7 @@ impl BlockCache {
             i
         };
         self.clock[i] = self.tick;
-        // not indexed while it is being filled (`materialize` may raise snapshot too old)
-        self.bufs[i].ab = u32::MAX;
-        img.materialize(ab, self.bufs[i].slice());
-        self.bufs[i].ab = ab;
-        self.ids[i] = img.id;
-        self.index.insert((img.id, ab), i);
-        self.bufs[i].blk()
+        i
     }
 
     fn lru(&self) -> usize {
@@ -414,4 +491,18 @@ pub fn cache_peek(img: &Image, ab: u32) -> Option<BlockRef> {
 pub fn cache_get(img: &Image, ab: u32) -> BlockRef {
     let cap = cache_cap();
     CACHE.with(|c| c.borrow_mut().get(img, ab, cap))
+}
+
+/// Arena block `ab` as `img` saw it, from this backend's cache, as a sparse copy: only the pages
+/// [`cache_ensure`]d since it was made are materialized (all of them if it is a full copy).
+/// Valid like [`cache_get`]'s reference.
+pub fn cache_get_sparse(img: &Image, ab: u32) -> BlockRef {
+    let cap = cache_cap();
+    CACHE.with(|c| c.borrow_mut().get_sparse(img, ab, cap))
+}
+
+/// Materializes bytes `[off, off + len)` of the cached copy of block `ab` of `img` (which the
+/// caller just got from the cache).
+pub fn cache_ensure(img: &Image, ab: u32, off: usize, len: usize) {
+    CACHE.with(|c| c.borrow_mut().ensure(img, ab, off, len))
 }

@@ -638,6 +638,32 @@ impl BlockRef {
             }
         }
     }
+    /// Byte offset of row `slot`'s version header in the block.
+    #[inline]
+    pub fn row_off(&self, slot: u32) -> usize {
+        self.header().row_hdr_off as usize + slot as usize * ROW_HDR_SIZE
+    }
+    /// The byte ranges (offset, length) in the block that reading row `slot`'s cells touches,
+    /// but its variable-length payloads (validity byte and cell of each column `i` with
+    /// `read(i)`), passed to `f`.
+    pub fn cell_ranges(
+        &self,
+        slot: u32,
+        read: impl Fn(usize) -> bool,
+        mut f: impl FnMut(usize, usize),
+    ) {
+        for i in 0..self.natts() {
+            let c = self.col(i);
+            if c.kind == KIND_ABSENT || !read(i) {
+                continue;
+            }
+            f(c.bitmap_off as usize + (slot as usize >> 3), 1);
+            f(
+                c.values_off as usize + slot as usize * c.width as usize,
+                c.width as usize,
+            );
+        }
+    }
     #[inline]
     pub fn is_valid(&self, c: &ColDesc, slot: u32) -> bool {
         if c.kind == KIND_ABSENT {
