@@ -763,7 +763,7 @@ unsafe fn fetch_image_ready(
         }
         let (td, relid) = ((*rel).rd_att, (*rel).rd_id);
         let natts = (*td).natts as usize;
-        let found = super::snapread::walk_chain(s, rb, rs, |lb, blk, sl, h| {
+        let found = super::snapread::walk_chain(s, rb, rs, true, |lb, blk, sl, h| {
             if xids.visible(h) {
                 if lazy {
                     crate::storage::slot::store_one_row(

@@ -10,8 +10,8 @@ use crate::snapshot::image::{self, BlockBuf, Image, TableImage};
 use crate::snapshot::session;
 use crate::storage::arena::{self, LwGuard};
 use crate::storage::block::{
-    BlockHeader, BlockRef, RowHdr, F_HEAP_ONLY, KIND_CSTRING, KIND_VAR, ROW_HDR_SIZE, ST_NORMAL,
-    ST_REDIRECT, VAR_LEN_MASK,
+    BlockHeader, BlockRef, RowHdr, F_HEAP_ONLY, KIND_ABSENT, KIND_CSTRING, KIND_VAR, ROW_HDR_SIZE,
+    ST_NORMAL, ST_REDIRECT, VAR_LEN_MASK,
 };
 use crate::storage::decode_tid_parts;
 use crate::storage::tabledir::TableRef;
@@ -29,10 +29,8 @@ pub struct ImgScan {
     /// the block a sequential scan is on (allocated when first needed: index fetches use the
     /// backend's cache instead)
     buf: Option<BlockBuf>,
-    /// chain walks make the cells of the members they visit readable (false: headers only)
-    pub walk_cells: bool,
-    /// ... of the columns whose entry is set (empty: all; an index scan that knows the
-    /// columns it reads, see `index::set_fetch_columns`)
+    /// the columns whose cells fetches make readable in sparse block copies (empty: all; an
+    /// index scan that knows the columns it reads, see `index::set_fetch_columns`)
     pub cell_mask: Vec<bool>,
 }
 
@@ -43,7 +41,6 @@ impl ImgScan {
             image,
             table,
             buf: None,
-            walk_cells: true,
             cell_mask: Vec::new(),
         }
     }
@@ -90,8 +87,11 @@ impl ImgScan {
         // a sparse copy: the pages a fetch reads are materialized as it reads them
         // (`ensure_hdr`, `ensure_cells`), the block header now
         let blk = image::cache_get_sparse(&self.image, b.ab);
-        image::cache_ensure(&self.image, b.ab, 0, std::mem::size_of::<BlockHeader>());
-        image::cache_ensure(&self.image, b.ab, 0, blk.header().row_hdr_off as usize);
+        image::cache_ensure(&self.image, b.ab, |ensure| {
+            // the header says where it ends (column descriptors and zone maps follow it)
+            ensure(0, std::mem::size_of::<BlockHeader>());
+            ensure(0, blk.header().row_hdr_off as usize);
+        });
         Some((blk, b.hwm, None))
     }
 
@@ -103,7 +103,9 @@ impl ImgScan {
             return;
         }
         if let Some(b) = self.table.block(lb) {
-            image::cache_ensure(&self.image, b.ab, blk.row_off(slot), ROW_HDR_SIZE);
+            image::cache_ensure(&self.image, b.ab, |ensure| {
+                ensure(blk.row_off(slot), ROW_HDR_SIZE)
+            });
         }
     }
 
@@ -116,19 +118,27 @@ impl ImgScan {
         let Some(b) = self.table.block(lb) else {
             return;
         };
-        let (img, ab) = (&*self.image, b.ab);
         let mask = &self.cell_mask;
-        let read = |i: usize| mask.is_empty() || mask.get(i).copied().unwrap_or(true);
-        blk.cell_ranges(slot, read, |off, len| {
-            image::cache_ensure(img, ab, off, len)
-        });
-        for i in 0..blk.natts() {
-            let c = blk.col(i);
-            if read(i) && (c.kind == KIND_VAR || c.kind == KIND_CSTRING) && blk.is_valid(c, slot) {
-                let (off, len) = blk.var_entry(c, slot);
-                image::cache_ensure(img, ab, off as usize, (len & VAR_LEN_MASK) as usize);
+        image::cache_ensure(&self.image, b.ab, |ensure| {
+            for i in 0..blk.natts() {
+                let c = blk.col(i);
+                if c.kind == KIND_ABSENT
+                    || !(mask.is_empty() || mask.get(i).copied().unwrap_or(true))
+                {
+                    continue;
+                }
+                // validity byte and cell, then the payload the cell points at
+                ensure(c.bitmap_off as usize + (slot as usize >> 3), 1);
+                ensure(
+                    c.values_off as usize + slot as usize * c.width as usize,
+                    c.width as usize,
+                );
+                if (c.kind == KIND_VAR || c.kind == KIND_CSTRING) && blk.is_valid(c, slot) {
+                    let (off, len) = blk.var_entry(c, slot);
+                    ensure(off as usize, (len & VAR_LEN_MASK) as usize);
+                }
             }
-        }
+        });
     }
 
     /// Runs `f` on arena block `ab` as the image has it: the *live* block under its shared lock
@@ -188,11 +198,13 @@ pub fn live_read(snap: pg_sys::Snapshot) {
 }
 
 /// Walks the chain rooted at (rb, rs) in the image, like `index::walk_chain` on live blocks:
-/// `f(local block, block, slot, header)` until it returns true.
+/// `f(local block, block, slot, header)` until it returns true. With `cells`, the cells of each
+/// member `f` sees are readable too (else only its header: sparse copies, see [`ImgScan::hop`]).
 pub fn walk_chain(
     s: &mut ImgScan,
     rb: u32,
     rs: u32,
+    cells: bool,
     mut f: impl FnMut(u32, BlockRef, u32, &RowHdr) -> bool,
 ) -> Option<(u32, u32)> {
     let (root, hwm, g) = s.hop(rb)?;
@@ -207,7 +219,7 @@ pub fn walk_chain(
             let (p, o) = rh.next()?;
             let (b, sl) = decode_tid_parts(p, o)?;
             drop(g);
-            walk_members(s, rb, rs, b, sl, None, None, &mut live, &mut f)
+            walk_members(s, rb, rs, b, sl, None, None, &mut live, cells, &mut f)
         }
         // the root is the first member: its block, as just reached, serves it (no second hop)
         ST_NORMAL if !rh.has_flag(F_HEAP_ONLY) => walk_members(
@@ -219,6 +231,7 @@ pub fn walk_chain(
             None,
             Some((root, hwm, g)),
             &mut live,
+            cells,
             &mut f,
         ),
         _ => return None,
@@ -241,6 +254,7 @@ fn walk_members(
     mut prior: Option<u32>,
     mut at: Option<(BlockRef, u32, Option<LwGuard>)>,
     live: &mut bool,
+    cells: bool,
     f: &mut impl FnMut(u32, BlockRef, u32, &RowHdr) -> bool,
 ) -> Option<(u32, u32)> {
     let mut first = true;
@@ -268,7 +282,7 @@ fn walk_members(
             return None;
         }
         first = false;
-        if s.walk_cells {
+        if cells {
             s.ensure_cells(cb, blk, cs, here_live);
         }
         if f(cb, blk, cs, h) {
@@ -289,10 +303,7 @@ fn walk_members(
 /// The chain member the image sees (for bitmap scans).
 pub fn chain_visible(s: &mut ImgScan, rb: u32, rs: u32) -> Option<(u32, u32)> {
     let xids = mvcc::ImageXids::new(s.image.snap);
-    s.walk_cells = false;
-    let r = walk_chain(s, rb, rs, |_, _, _, h| xids.visible(h));
-    s.walk_cells = true;
-    r
+    walk_chain(s, rb, rs, false, |_, _, _, h| xids.visible(h))
 }
 
 /// Copies row (lb, slot) of the image into `slot` if the image sees it.

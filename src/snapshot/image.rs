@@ -363,23 +363,27 @@ fn cache_cap() -> usize {
 }
 
 impl BlockCache {
-    fn peek(&mut self, id: u64, ab: u32) -> Option<BlockRef> {
+    /// The entry of block `ab` of image `id`, marked used.
+    fn touch(&mut self, id: u64, ab: u32) -> Option<usize> {
         let i = *self.index.get(&(id, ab))?;
         self.tick += 1;
         self.clock[i] = self.tick;
-        Some(self.bufs[i].blk())
+        Some(i)
+    }
+
+    fn peek(&mut self, id: u64, ab: u32) -> Option<BlockRef> {
+        self.touch(id, ab).map(|i| self.bufs[i].blk())
     }
 
     /// A full copy of block `ab` of `img` (a sparse one is completed).
     fn get(&mut self, img: &Image, ab: u32, cap: usize) -> BlockRef {
-        if let Some(b) = self.peek(img.id, ab) {
-            let i = self.index[&(img.id, ab)];
+        if let Some(i) = self.touch(img.id, ab) {
             if !self.valid[i].is_empty() {
                 let pages = arena::block_size() / cow::PAGE;
                 self.fill_pages(img, i, 0, pages - 1);
                 self.valid[i].clear();
             }
-            return b;
+            return self.bufs[i].blk();
         }
         let i = self.slot_for(cap);
         // not indexed while it is being filled (`materialize` may raise snapshot too old)
@@ -408,19 +412,24 @@ impl BlockCache {
         self.bufs[i].blk()
     }
 
-    /// Materializes the pages under bytes `[off, off + len)` of the cached copy of block `ab`
-    /// of `img` that are not yet.
-    fn ensure(&mut self, img: &Image, ab: u32, off: usize, len: usize) {
+    /// Materializes, in the cached copy of block `ab` of `img`, the pages under each byte range
+    /// `(offset, length)` that `ranges` passes to its argument, in order (a later range may be
+    /// read from bytes an earlier one made readable). A full copy does not call `ranges`.
+    fn ensure(&mut self, img: &Image, ab: u32, ranges: impl FnOnce(&mut dyn FnMut(usize, usize))) {
         let Some(&i) = self.index.get(&(img.id, ab)) else {
             // the caller's reference came from this cache a moment ago: never evicted since
             pgrx::error!("scoot: an OLAP snapshot block copy was evicted while in use");
         };
-        if self.valid[i].is_empty() || len == 0 {
+        if self.valid[i].is_empty() {
             return;
         }
         let bs = arena::block_size();
-        let (first, last) = (off / cow::PAGE, ((off + len).min(bs) - 1) / cow::PAGE);
-        self.fill_pages(img, i, first, last);
+        ranges(&mut |off, len| {
+            if len > 0 {
+                let (first, last) = (off / cow::PAGE, ((off + len).min(bs) - 1) / cow::PAGE);
+                self.fill_pages(img, i, first, last);
+            }
+        });
     }
 
     /// Reads the missing pages `[first, last]` of sparse buffer `i` from the image.
@@ -501,8 +510,8 @@ pub fn cache_get_sparse(img: &Image, ab: u32) -> BlockRef {
     CACHE.with(|c| c.borrow_mut().get_sparse(img, ab, cap))
 }
 
-/// Materializes bytes `[off, off + len)` of the cached copy of block `ab` of `img` (which the
-/// caller just got from the cache).
-pub fn cache_ensure(img: &Image, ab: u32, off: usize, len: usize) {
-    CACHE.with(|c| c.borrow_mut().ensure(img, ab, off, len))
+/// Materializes the byte ranges `ranges` passes to its argument in the cached copy of block `ab`
+/// of `img` (which the caller just got from the cache); nothing to do for a full copy.
+pub fn cache_ensure(img: &Image, ab: u32, ranges: impl FnOnce(&mut dyn FnMut(usize, usize))) {
+    CACHE.with(|c| c.borrow_mut().ensure(img, ab, ranges))
 }

@@ -618,10 +618,7 @@ impl BlockRef {
     #[inline]
     #[allow(clippy::mut_from_ref)]
     pub fn row(&self, slot: u32) -> &mut RowHdr {
-        unsafe {
-            &mut *((self.base.add(self.header().row_hdr_off as usize) as *mut RowHdr)
-                .add(slot as usize))
-        }
+        unsafe { &mut *(self.base.add(self.row_off(slot)) as *mut RowHdr) }
     }
     /// Prefetches the cells (value and validity byte) of row `slot` in the first `ncols`
     /// columns. A row's cells lie in as many column regions (pages) as it has columns: asking
@@ -642,27 +639,6 @@ impl BlockRef {
     #[inline]
     pub fn row_off(&self, slot: u32) -> usize {
         self.header().row_hdr_off as usize + slot as usize * ROW_HDR_SIZE
-    }
-    /// The byte ranges (offset, length) in the block that reading row `slot`'s cells touches,
-    /// but its variable-length payloads (validity byte and cell of each column `i` with
-    /// `read(i)`), passed to `f`.
-    pub fn cell_ranges(
-        &self,
-        slot: u32,
-        read: impl Fn(usize) -> bool,
-        mut f: impl FnMut(usize, usize),
-    ) {
-        for i in 0..self.natts() {
-            let c = self.col(i);
-            if c.kind == KIND_ABSENT || !read(i) {
-                continue;
-            }
-            f(c.bitmap_off as usize + (slot as usize >> 3), 1);
-            f(
-                c.values_off as usize + slot as usize * c.width as usize,
-                c.width as usize,
-            );
-        }
     }
     #[inline]
     pub fn is_valid(&self, c: &ColDesc, slot: u32) -> bool {
