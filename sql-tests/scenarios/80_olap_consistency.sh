@@ -16,6 +16,20 @@
 set -uo pipefail
 . "$(dirname "$0")/helpers/olap_lib.sh"
 N=${OLAP_QUERIES:-300}
+# idx_vs_seq <label> <select>: runs <select> through an index scan and then through a sequential
+# scan of one image (a REPEATABLE READ READ ONLY transaction); returns 1 and says so when the two
+# results differ or are empty
+idx_vs_seq() {
+  local r a b
+  r=$(qo -c "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" \
+         -c "SET LOCAL enable_seqscan = off" -c "SET LOCAL enable_bitmapscan = off" -c "$2" \
+         -c "SET LOCAL enable_seqscan = on" -c "SET LOCAL enable_indexscan = off" -c "$2" \
+         -c "COMMIT" 2>"$WORK/err" | grep -v -E '^(BEGIN|SET|COMMIT)$')
+  a=$(echo "$r" | sed -n 1p) b=$(echo "$r" | sed -n 2p)
+  [ -n "$a" ] && [ "$a" = "$b" ] && return 0
+  echo "    $1: '$a' vs '$b' $(head -1 "$WORK/err")"
+  return 1
+}
 port=55510
 for variant in uffd uffd_handler software copy; do
   method=${variant%_handler}
@@ -62,14 +76,9 @@ for variant in uffd uffd_handler software copy; do
   idx_bad=0
   for ((i = 1; i <= 30; i++)); do
     lo=$(( (i * 7919) % 900000 + 1 ))
-    r=$(qo -c "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" \
-           -c "SET LOCAL enable_seqscan = off" -c "SET LOCAL enable_bitmapscan = off" \
-           -c "SELECT count(*), sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN $lo AND $lo + 20000" \
-           -c "SET LOCAL enable_seqscan = on" -c "SET LOCAL enable_indexscan = off" \
-           -c "SELECT count(*), sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN $lo AND $lo + 20000" \
-           -c "COMMIT" 2>"$WORK/err" | grep -v -E '^(BEGIN|SET|COMMIT)$')
-    a=$(echo "$r" | sed -n 1p) b=$(echo "$r" | sed -n 2p)
-    [ -n "$a" ] && [ "$a" = "$b" ] || { idx_bad=$((idx_bad + 1)); echo "    index vs seq on one image, aid from $lo: '$a' vs '$b' $(head -1 "$WORK/err")"; }
+    idx_vs_seq "index vs seq on one image, aid from $lo" \
+      "SELECT count(*), sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN $lo AND $lo + 20000" ||
+      idx_bad=$((idx_bad + 1))
   done
   # the same with wide rows of variable-length text that a second writer keeps rewriting (index
   # fetches read changed blocks from sparse copies: only the pages of the header, the row
@@ -88,14 +97,8 @@ SQL
   for ((i = 1; i <= 30; i++)); do
     lo=$(( (i * 613) % 18000 + 1 ))
     for cols in "count(*), sum(n)" "count(*), sum(n), sum(m), md5(string_agg(t || pad, ',' ORDER BY id))"; do
-      r=$(qo -c "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" \
-             -c "SET LOCAL enable_seqscan = off" -c "SET LOCAL enable_bitmapscan = off" \
-             -c "SELECT $cols FROM vt WHERE id BETWEEN $lo AND $lo + 2000" \
-             -c "SET LOCAL enable_seqscan = on" -c "SET LOCAL enable_indexscan = off" \
-             -c "SELECT $cols FROM vt WHERE id BETWEEN $lo AND $lo + 2000" \
-             -c "COMMIT" 2>"$WORK/err" | grep -v -E '^(BEGIN|SET|COMMIT)$')
-      a=$(echo "$r" | sed -n 1p) b=$(echo "$r" | sed -n 2p)
-      [ -n "$a" ] && [ "$a" = "$b" ] || { vt_bad=$((vt_bad + 1)); echo "    vt index vs seq on one image, id from $lo ($cols): '$a' vs '$b' $(head -1 "$WORK/err")"; }
+      idx_vs_seq "vt index vs seq on one image, id from $lo ($cols)" \
+        "SELECT $cols FROM vt WHERE id BETWEEN $lo AND $lo + 2000" || vt_bad=$((vt_bad + 1))
     done
   done
   wait $vtload || echo "vt pgbench exited $?" >>"$WORK/pgb_errors"
