@@ -85,6 +85,7 @@ SELECT k, sum(a) / count(*) AS mean, max(b) - min(b) FROM ag_h WHERE b >= 0 AND 
 EXPLAIN (COSTS OFF) SELECT k, count(*) FROM ag_s WHERE c = 'AB ' AND v LIKE 'v1%' AND k IN ('F', 'G') GROUP BY k;
 SELECT k, count(*), sum(a) FROM ag_s WHERE c = 'AB ' AND v LIKE 'v1%' AND k IN ('F', 'G') GROUP BY k ORDER BY k;
 SELECT k, count(*), sum(a) FROM ag_h WHERE c = 'AB ' AND v LIKE 'v1%' AND k IN ('F', 'G') GROUP BY k ORDER BY k;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM ag_s WHERE v = '' OR v = 'v1 ' OR c LIKE 'AB%';
 SELECT count(*) FROM ag_s WHERE v = '' OR v = 'v1 ' OR c LIKE 'AB%';
 SELECT count(*) FROM ag_h WHERE v = '' OR v = 'v1 ' OR c LIKE 'AB%';
 SELECT count(*), count(v) FROM ag_s WHERE v = 'v1 ';
@@ -186,6 +187,12 @@ BEGIN
     IF random() < 0.3 THEN
       pred := pred || ' AND ' || format(preds[1 + floor(random() * array_length(preds, 1))::int],
                                         floor(random() * 1000)::int, floor(random() * 1000)::int);
+    END IF;
+    IF random() < 0.2 THEN
+      -- an OR (a block filter when every arm is one or an AND of them)
+      pred := format('(%s) OR (%s)', pred,
+                     format(preds[1 + floor(random() * array_length(preds, 1))::int],
+                            floor(random() * 1000 - 500)::int, floor(random() * 1000)::int));
     END IF;
     q := format('SELECT %s%s FROM ag_s WHERE %s%s', CASE WHEN g = '' THEN '' ELSE g || ', ' END, sel, pred,
                 CASE WHEN g = '' THEN '' ELSE ' GROUP BY ' || g END);

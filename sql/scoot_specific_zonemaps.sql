@@ -26,6 +26,16 @@ EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM zm_s 
 SELECT count(*), sum(n) FROM zm_s WHERE id BETWEEN 100000 AND 100500;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT id, a FROM zm_s WHERE d = date '2020-03-01';
 SELECT count(*), min(id), max(id) FROM (SELECT id, a FROM zm_s WHERE d = date '2020-03-01') q;
+-- an OR skips a block only when none of its arms can pass there: two narrow ranges read their
+-- blocks only; an arm on the spread column (or the NULL-only one's IS NULL) reads them all
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM zm_s WHERE id BETWEEN 1000 AND 1500 OR id > 199500;
+SELECT count(*), sum(n) FROM zm_s WHERE id BETWEEN 1000 AND 1500 OR id > 199500;
+SELECT count(*), sum(n) FROM zm_h WHERE id BETWEEN 1000 AND 1500 OR id > 199500;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM zm_s WHERE (id < 100 AND a > 5) OR a = 77;
+SELECT count(*) FROM zm_s WHERE (id < 100 AND a > 5) OR a = 77;
+SELECT count(*) FROM zm_h WHERE (id < 100 AND a > 5) OR a = 77;
+SELECT count(*) FROM zm_s WHERE id > 10000000 OR nn IS NULL;
+SELECT count(*) FROM zm_s WHERE id > 10000000 OR nn > 0;
 -- nothing matches: every block skipped; NULL-only column: IS NOT NULL and comparisons skip all
 SELECT count(*) FROM zm_s WHERE id > 10000000;
 SELECT count(*) FROM zm_s WHERE nn > 0;

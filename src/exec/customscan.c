@@ -905,8 +905,8 @@ char_in_filter(ScalarArrayOpExpr *sa, Var *var, Const *c, char **describe, Relat
  * element the column's scale cannot hold exactly cannot equal a stored value either).
  * `describe` (may be NULL: not wanted) receives the filter as EXPLAIN shows it.
  */
-char *
-scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
+static char *
+leaf_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 {
 	if (IsA(clause, NullTest))
 	{
@@ -990,6 +990,93 @@ scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
 			return f;
 	}
 	return comparison_filter(rel, clause, describe, r);
+}
+
+/* the filters' strategy number for an OR of block filters (storage/filter.rs) */
+#define SCOOT_STRATEGY_OR 13
+/* at most this many block filters in one OR: each row may test them all */
+#define SCOOT_OR_MAX_LEAVES 32
+
+/*
+ * An OR of block filters: "a OR b OR ...", each arm one block filter or an AND of them (a
+ * BETWEEN, say; no OR nested deeper), on any columns of the table. PostgreSQL keeps such a
+ * clause whole (and derives one per table from an OR of ANDs spanning a join: CH Q19, TPC-H
+ * Q19), so without this the scan would hand every row to the qual. Encoded as "attno 13 or
+ * arms" (attno: the first filter's), arms separated by '|', the filters of an arm by '&' (no
+ * filter's encoding holds either character). A row passes when every filter of some arm does:
+ * the clause is true exactly then (NULL arms are not true), and the filters of an arm that could
+ * not judge a value (a compressed one) pass it, so the block is then not exact and PostgreSQL
+ * evaluates the clause.
+ */
+static char *
+or_filter(RelOptInfo *rel, BoolExpr *or, char **describe, Relation r)
+{
+	StringInfoData enc,
+				desc;
+	ListCell   *lc;
+	int			leaves = 0,
+				first = 0;
+
+	initStringInfo(&enc);
+	initStringInfo(&desc);
+	foreach(lc, or->args)
+	{
+		Expr	   *arm = (Expr *) lfirst(lc);
+		List	   *ands = is_andclause(arm) ? ((BoolExpr *) arm)->args : list_make1(arm);
+		ListCell   *lc2;
+		StringInfoData armdesc;
+		int			n = 0;
+
+		initStringInfo(&armdesc);
+		if (enc.len > 0)
+		{
+			appendStringInfoChar(&enc, '|');
+			appendStringInfoString(&desc, " OR ");
+		}
+		foreach(lc2, ands)
+		{
+			char	   *d = NULL;
+			char	   *f;
+
+			if (is_orclause(lfirst(lc2)) || is_andclause(lfirst(lc2)) ||
+				++leaves > SCOOT_OR_MAX_LEAVES)
+				return NULL;
+			f = leaf_filter(rel, (Expr *) lfirst(lc2), describe ? &d : NULL, r);
+			if (f == NULL)
+				return NULL;
+			if (first == 0)
+				first = atoi(f);
+			if (n++ > 0)
+			{
+				appendStringInfoChar(&enc, '&');
+				appendStringInfoString(&armdesc, " AND ");
+			}
+			appendStringInfoString(&enc, f);
+			if (describe)
+				appendStringInfoString(&armdesc, d);
+		}
+		if (n == 0)
+			return NULL;
+		if (describe)
+			appendStringInfo(&desc, n > 1 ? "(%s)" : "%s", armdesc.data);
+	}
+	if (leaves == 0 || first <= 0)
+		return NULL;
+	if (describe)
+		*describe = psprintf("(%s)", desc.data);
+	return psprintf("%d %d or %s", first, SCOOT_STRATEGY_OR, enc.data);
+}
+
+/*
+ * A restriction clause as a block filter (see above; ORs: or_filter), or NULL. `describe` (may
+ * be NULL: not wanted) receives the filter as EXPLAIN shows it.
+ */
+char *
+scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, Relation r)
+{
+	if (is_orclause(clause))
+		return or_filter(rel, (BoolExpr *) clause, describe, r);
+	return leaf_filter(rel, clause, describe, r);
 }
 
 /*

@@ -44,6 +44,8 @@ pub enum Value {
     Column(usize),
     /// `[NOT] LIKE` with `%` as the only wildcard
     Pattern(std::sync::Arc<LikePattern>),
+    /// an OR ([`STRATEGY_OR`]): its arms, each the filters all of which a row must pass
+    Or(Vec<Vec<BlockFilter>>),
 }
 
 /// A LIKE pattern whose only wildcard is `%`: its literal pieces between the `%`s, and searchers
@@ -103,13 +105,16 @@ impl LikePattern {
 /// The strategy number of `column <> constant` (the negator of the type's btree equality).
 pub const STRATEGY_NE: u8 = 12;
 
+/// The strategy number of an OR of filters ([`Value::Or`]; `col` is its first filter's).
+pub const STRATEGY_OR: u8 = 13;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct BlockFilter {
     /// 0-based column
     pub col: usize,
     /// btree strategy: 1 <, 2 <=, 3 =, 4 >=, 5 >; 6 IS NULL, 7 IS NOT NULL, 8 IN (set),
     /// 9 LIKE 'prefix%' (character columns), 10 LIKE pattern, 11 NOT LIKE pattern, 12 <>
-    /// ([`STRATEGY_NE`])
+    /// ([`STRATEGY_NE`]), 13 OR ([`STRATEGY_OR`])
     pub strategy: u8,
     pub value: Value,
 }
@@ -165,12 +170,34 @@ pub enum Prepared {
         var: bool,
         pat: std::sync::Arc<LikePattern>,
     },
+    /// an OR: each arm's filters prepared for this block, with their columns' descs
+    Or(Vec<Vec<(Prepared, ColDesc)>>),
 }
 
 impl BlockFilter {
     /// Parses "attno strategy type value" (the planner's encoding; an IN list's values are
-    /// comma-separated, "-" for none).
+    /// comma-separated, "-" for none; an OR is "attno 13 or arms", the arms separated by `|`,
+    /// the filters of an arm by `&`).
     pub fn parse(s: &str) -> Option<BlockFilter> {
+        if let Some((head, arms)) = s.split_once(" or ") {
+            let attno: usize = head.strip_suffix(" 13")?.parse().ok()?;
+            let arms = arms
+                .split('|')
+                .map(|arm| {
+                    arm.split('&')
+                        .map(|f| Self::parse(f).filter(|f| f.strategy != STRATEGY_OR))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .collect::<Option<Vec<_>>>()?;
+            if attno == 0 || arms.iter().flatten().next()?.col != attno - 1 {
+                return None;
+            }
+            return Some(BlockFilter {
+                col: attno - 1,
+                strategy: STRATEGY_OR,
+                value: Value::Or(arms),
+            });
+        }
         let mut it = s.split(' ');
         let attno: usize = it.next()?.parse().ok()?;
         let strategy: u8 = it.next()?.parse().ok()?;
@@ -274,10 +301,19 @@ impl BlockFilter {
     /// Does the filter read only columns among the first `natts`?
     pub fn uses_columns_below(&self, natts: usize) -> bool {
         self.col < natts
-            && match self.value {
-                Value::Column(o) => o < natts,
+            && match &self.value {
+                Value::Column(o) => *o < natts,
+                Value::Or(arms) => arms.iter().flatten().all(|f| f.uses_columns_below(natts)),
                 _ => true,
             }
+    }
+
+    /// The filters of an OR's arms (None: not an OR).
+    fn arms(&self) -> Option<&[Vec<BlockFilter>]> {
+        match &self.value {
+            Value::Or(arms) => Some(arms),
+            _ => None,
+        }
     }
 
     /// How to evaluate the filter on block `blk`; None: not on this block.
@@ -287,6 +323,17 @@ impl BlockFilter {
         }
         let c = blk.col(self.col);
         match &self.value {
+            Value::Or(arms) => {
+                let mut out = Vec::with_capacity(arms.len());
+                for arm in arms {
+                    let mut a = Vec::with_capacity(arm.len());
+                    for f in arm {
+                        a.push((f.prepare_in(blk)?, *blk.col(f.col)));
+                    }
+                    out.push(a);
+                }
+                Some(Prepared::Or(out))
+            }
             Value::Column(o) => {
                 let d = *blk.col(*o);
                 let int = |x: &ColDesc| {
@@ -427,8 +474,9 @@ impl BlockFilter {
             }
         };
         match p {
-            // the zone maps say nothing of pairs of columns or of pieces inside values
-            Prepared::Cols { .. } | Prepared::Like { .. } => false,
+            // the zone maps say nothing of pairs of columns or of pieces inside values (an OR:
+            // see `excluded`)
+            Prepared::Cols { .. } | Prepared::Like { .. } | Prepared::Or(_) => false,
             Prepared::Null => self.strategy == 7 && z.is_empty(),
             // keys order floats as PostgreSQL does (and NaN has one key): exact as for integers
             Prepared::Float { v, .. } => range(float_key(*v)),
@@ -483,6 +531,11 @@ impl BlockFilter {
     /// qual decides): callers that rely on the filter alone (ScootAgg) must not use it then.
     pub fn exact(&self, p: &Prepared, b: BlockRef, c: &ColDesc, sel: &[u32]) -> bool {
         match p {
+            Prepared::Or(arms) => {
+                let fs = self.arms().unwrap_or_default().iter().flatten();
+                fs.zip(arms.iter().flatten())
+                    .all(|(f, (p, c))| f.exact(p, b, c, sel))
+            }
             Prepared::VarChars { .. } | Prepared::Like { var: true, .. } => sel
                 .iter()
                 .all(|&s| !b.is_valid(c, s) || b.var_entry(c, s).1 & VAR_RAW == 0),
@@ -511,7 +564,7 @@ impl BlockFilter {
         sel: &mut Vec<u32>,
         side: &mut Vec<S>,
     ) {
-        if self.strategy == STRATEGY_NE || c.kind == KIND_ABSENT {
+        if self.strategy == STRATEGY_NE || self.strategy == STRATEGY_OR || c.kind == KIND_ABSENT {
             compact(sel, side, |s| self.keep(p, b, c, s));
             return;
         }
@@ -574,6 +627,7 @@ impl BlockFilter {
     /// Relative cost per row, for [`FilterOrder`]: a word compared is 1.
     pub fn cost(&self) -> f64 {
         match &self.value {
+            Value::Or(arms) => arms.iter().flatten().map(BlockFilter::cost).sum(),
             Value::Pattern(_) => 16.0,
             Value::Bytes { .. } => 4.0,
             Value::Set(vs) if matches!(vs.first(), Some(Value::Bytes { .. })) => 6.0,
@@ -586,6 +640,14 @@ impl BlockFilter {
     /// Does row `slot` of block `b` pass (`c` = the filter's column desc in `b`)?
     #[inline]
     pub fn keep(&self, p: &Prepared, b: BlockRef, c: &ColDesc, slot: u32) -> bool {
+        if let (Prepared::Or(parms), Some(farms)) = (p, self.arms()) {
+            // a filter that cannot judge a value passes it (and `exact` says so)
+            return farms.iter().zip(parms).any(|(fs, ps)| {
+                fs.iter()
+                    .zip(ps)
+                    .all(|(f, (p, c))| f.keep(p, b, c, slot))
+            });
+        }
         if self.strategy == STRATEGY_NE {
             // <>: NULL fails, a value the filter cannot judge passes, any other is not equal
             if !b.is_valid(c, slot) {
@@ -705,7 +767,8 @@ impl BlockFilter {
             | Prepared::VarChars { .. }
             | Prepared::Float { .. }
             | Prepared::Cols { .. }
-            | Prepared::Like { .. } => unreachable!(),
+            | Prepared::Like { .. }
+            | Prepared::Or(_) => unreachable!(),
             Prepared::IntSet { vs, .. } => {
                 return vs.binary_search(&(b.read_int(c, slot) as i128)).is_ok()
             }
@@ -782,10 +845,18 @@ pub fn float_cmp(x: f64, v: f64) -> std::cmp::Ordering {
     }
 }
 
-/// Can no row of block `b` pass all of `filters` (judged by the zone maps alone)?
+/// Can no row of block `b` pass all of `filters` (judged by the zone maps alone)? An OR: when
+/// no row can pass any of its arms.
 pub fn excluded(filters: &[BlockFilter], b: BlockRef) -> bool {
+    filters.iter().any(|f| match f.arms() {
+        Some(arms) => arms.iter().all(|arm| excluded(arm, b)),
+        None => leaf_excluded(f, b),
+    })
+}
+
+fn leaf_excluded(f: &BlockFilter, b: BlockRef) -> bool {
     let natts = b.natts();
-    filters.iter().any(|f| {
+    {
         if f.col >= natts {
             // a column added after the block was written: its value is the column's default
             return false;
@@ -806,12 +877,12 @@ pub fn excluded(filters: &[BlockFilter], b: BlockRef) -> bool {
                         }
                     }
                     Prepared::Int { .. } | Prepared::IntSet { .. } => c.scale != ZORDER_FLOAT,
-                    Prepared::Cols { .. } | Prepared::Like { .. } => false,
+                    Prepared::Cols { .. } | Prepared::Like { .. } | Prepared::Or(_) => false,
                     _ => true,
                 };
                 ordered && f.zone_excludes(&p, b.zone(f.col))
             })
-    })
+    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -1224,6 +1295,22 @@ mod tests {
         assert_eq!(BlockFilter::scaled(false, "12", "5", 2), Some(1250));
         assert_eq!(BlockFilter::scaled(true, "0", "050", 2), Some(-5));
         assert_eq!(BlockFilter::scaled(false, "1", "125", 2), None);
+        // ORs: arms of filters; the first filter's column names the OR; no nesting
+        let or = BlockFilter::parse("3 13 or 3 1 int 5&9 6 null -|2 10 like 2561").unwrap();
+        assert_eq!(or.col, 2);
+        assert_eq!(or.strategy, STRATEGY_OR);
+        let Value::Or(arms) = &or.value else {
+            panic!("not an OR: {or:?}")
+        };
+        assert_eq!(arms.len(), 2);
+        assert_eq!(arms[0].len(), 2);
+        assert_eq!((arms[0][1].col, arms[0][1].strategy), (8, 6));
+        assert_eq!((arms[1][0].col, arms[1][0].strategy), (1, 10));
+        assert!(or.uses_columns_below(9) && !or.uses_columns_below(8));
+        assert_eq!(BlockFilter::parse("2 13 or 3 1 int 5|2 1 int 4"), None);
+        assert_eq!(BlockFilter::parse("3 13 or 3 1 int 5|2 13 or 2 1 int 4"), None);
+        assert_eq!(BlockFilter::parse("3 13 or 3 1 int 5|2 1 int x"), None);
+        assert_eq!(BlockFilter::parse("3 13 or "), None);
     }
 
     /// A zone [lo, hi] is excluded exactly when no integer in it passes the comparison (and an
