@@ -255,8 +255,10 @@ SELECT o.note, sum(f.n) FROM ea_oh o, ea_fh f WHERE f.o = o.o AND f.d = o.d AND 
 
 -- the node as the probe side of a hash join (CH Q15, Q19's shape): groups whose keys the
 -- join's table cannot hold are not returned (Rows Removed by Scoot Join Filter), the buckets of
--- the next ones are prefetched; groups with a NULL key are returned (the join decides); the
--- answers stay heap's, and with scoot.join_filter = off
+-- the next ones are prefetched; when the join built its table before the node started (its
+-- start-up costs more than the inner side), such rows are dropped before they are grouped
+-- (Input Rows Removed by Scoot Join Filter); groups with a NULL key are returned (the join
+-- decides); the answers stay heap's, and with scoot.join_filter = off
 CREATE TABLE ea_k (o int, d int2, pad int) USING scoot;
 CREATE TABLE ea_kh (LIKE ea_k) USING heap;
 INSERT INTO ea_kh SELECT o, d, p FROM generate_series(0, 899, 3) o, generate_series(0, 2) d, generate_series(1, 12) p;

@@ -23,6 +23,7 @@ use crate::storage::block::{
 use crate::storage::encoding::{self, NAN128, NAN64};
 use crate::storage::filter::{BlockFilter, FilterOrder};
 use pgrx::pg_sys;
+use std::ffi::c_void;
 
 /// A value type of the integer path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -478,6 +479,21 @@ pub struct AggExec {
     pub blocks_empty: u64,
     /// blocks the scan skipped by their zone maps
     pub blocks_skipped: u64,
+    /// ScootPreAgg probing a hash join whose table is built before the node starts: rows whose
+    /// join keys the table cannot hold are dropped before they are grouped
+    row_join: Option<RowJoinFilter>,
+    /// rows that filter dropped
+    pub join_removed: u64,
+}
+
+/// The join filter of a ScootPreAgg applied to rows ([`scoot_agg_set_row_join_filter`]).
+struct RowJoinFilter {
+    table: *mut c_void,
+    may_match: unsafe extern "C" fn(*mut c_void, u32) -> bool,
+    /// the join's keys: (group key index, the width the join hashes it as)
+    keys: Vec<(usize, u8)>,
+    checked: u64,
+    filtering: bool,
 }
 
 fn column<'a>(blk: BlockRef, att: usize) -> Result<&'a ColDesc, Fallback> {
@@ -882,6 +898,8 @@ impl AggExec {
             blocks: 0,
             blocks_empty: 0,
             blocks_skipped: 0,
+            row_join: None,
+            join_removed: 0,
         };
         if e.spec.keys.is_empty() {
             // no GROUP BY: one group, even over no rows
@@ -1053,10 +1071,57 @@ impl AggExec {
         Ok(())
     }
 
+    /// Drops the rows of `sel` whose join keys the probed hash join's table cannot hold (see
+    /// [`RowJoinFilter`]): their groups could not match any of its rows, so the join would drop
+    /// them. A NULL key, a block storing a key in another form, or a filter that drops fewer than
+    /// one row in 16 over its first 64k rows keeps them.
+    fn apply_row_join(&mut self, blk: BlockRef, sel: &mut Vec<u32>) {
+        use crate::storage::block::KIND_FIXED;
+        let Some(j) = self.row_join.as_mut().filter(|j| j.filtering) else {
+            return;
+        };
+        let mut cols = [(ColDesc::default(), 0u8); 4];
+        for (i, &(k, width)) in j.keys.iter().enumerate() {
+            let Some(&(att, _)) = self.spec.keys.get(k) else {
+                return;
+            };
+            if att >= blk.natts() {
+                return;
+            }
+            let c = *blk.col(att);
+            if c.kind != KIND_FIXED || c.byval == 0 || c.attlen != width as i16 {
+                return;
+            }
+            cols[i] = (c, width);
+        }
+        let cols = &cols[..j.keys.len()];
+        let before = sel.len();
+        let (table, may_match) = (j.table, j.may_match);
+        sel.retain(|&s| {
+            let mut h = 0u32;
+            for (c, width) in cols {
+                if !blk.is_valid(c, s) {
+                    return true; // a NULL key: the join decides
+                }
+                h = h.rotate_left(1) ^ crate::storage::filter::hash_int(blk.read_int(c, s), *width);
+            }
+            unsafe { may_match(table, h) }
+        });
+        let removed = (before - sel.len()) as u64;
+        j.checked += before as u64;
+        self.join_removed += removed;
+        if j.checked >= 65_536 && self.join_removed * 16 < j.checked {
+            j.filtering = false;
+        }
+    }
+
     fn add_rows(&mut self, blk: BlockRef, sel: &mut Vec<u32>) -> Result<(), Fallback> {
         let r = self.apply_filters(blk, sel);
         self.filter_order.block_done(&self.spec.filters);
         r?;
+        if !sel.is_empty() {
+            self.apply_row_join(blk, sel);
+        }
         if sel.is_empty() {
             self.blocks_empty += 1;
             return Ok(());
@@ -1347,6 +1412,54 @@ pub unsafe extern "C" fn scoot_agg_key_hash(
             }
         }
     }
+}
+
+/// Before [`scoot_agg_run`]: a ScootPreAgg probing a hash join whose table is built already
+/// hands the engine the join's filter (`may_match(table, hash)`, customscan.c), to drop the rows
+/// whose join keys — the group keys `cols`, hashed as integers of `widths` bytes as the join
+/// hashes them — the table cannot hold, before they are grouped.
+///
+/// # Safety
+/// `h` is a live engine holder, `cols` and `widths` hold `n` entries, `table` outlives the run.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_agg_set_row_join_filter(
+    h: *mut Holder<AggExec>,
+    table: *mut c_void,
+    may_match: unsafe extern "C" fn(*mut c_void, u32) -> bool,
+    n: i32,
+    cols: *const i32,
+    widths: *const i32,
+) {
+    unsafe {
+        let e = &mut *(*h).st;
+        let n = n.clamp(0, 4) as usize;
+        let mut keys = Vec::with_capacity(n);
+        for i in 0..n {
+            let (ci, wi) = (*cols.add(i), *widths.add(i));
+            match e.spec.keys.get(ci.max(0) as usize) {
+                Some(&(_, Ty::Int(wd))) if ci >= 0 && wi == wd as i32 => {
+                    keys.push((ci as usize, wd))
+                }
+                _ => return, // a key of another type or width: no filter
+            }
+        }
+        if keys.is_empty() {
+            return;
+        }
+        e.row_join = Some(RowJoinFilter {
+            table,
+            may_match,
+            keys,
+            checked: 0,
+            filtering: true,
+        });
+    }
+}
+
+/// Rows the engine's join filter dropped before grouping (EXPLAIN ANALYZE).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_agg_join_removed(h: *mut Holder<AggExec>) -> i64 {
+    unsafe { (*(*h).st).join_removed as i64 }
 }
 
 /// (blocks read, blocks the filters emptied, blocks skipped by zone maps), for EXPLAIN ANALYZE.

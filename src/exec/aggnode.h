@@ -44,6 +44,8 @@ typedef struct ScootAggState
 	bool		probe_filtering;
 	int64		probe_checked;
 	int64		probe_removed;
+	/* rows the engine dropped before grouping: the join's table was built when it started */
+	int64		probe_removed_rows;
 	/* key hashes of the groups from the one returned next up to PROBE_FAR ahead (customagg.c) */
 	int64		probe_hashed;	/* groups [0, probe_hashed) hashed */
 	uint32		probe_hash[8];	/* group g's hash at g % 8 */

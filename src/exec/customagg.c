@@ -608,6 +608,14 @@ scoot_aggnode_begin(CustomScanState *node, EState *estate, int eflags)
 	s->cxt = AllocSetContextCreate(CurrentMemoryContext, "ScootAgg", ALLOCSET_DEFAULT_SIZES);
 }
 
+extern int	scoot_agg_key_hash(void *agg, int64 g, int n, const int *cols, const int *widths,
+							   uint32 *hash);
+extern bool scoot_hj_may_match(void *filter, uint32 hashvalue);
+extern void scoot_agg_set_row_join_filter(void *agg, void *table,
+										  bool (*may_match) (void *, uint32),
+										  int n, const int *cols, const int *widths);
+extern int64 scoot_agg_join_removed(void *agg);
+
 /*
  * The executor side shared with ScootPreAgg (aggnode.h). Computes the aggregates over the
  * table (first call), or learns why the child must.
@@ -621,9 +629,24 @@ agg_start(ScootAggState *s)
 	TableScanDesc scan;
 
 	s->agg = scoot_agg_create(strVal(linitial(cs->custom_private)));
+	s->probe_removed_rows = 0;
+
+	/*
+	 * A ScootPreAgg probing a hash join that built its table before asking for the first row
+	 * (PostgreSQL does when this node's start-up costs more than the inner side): its join
+	 * filter drops rows before they are grouped, not just the groups afterwards
+	 */
+	if (s->probe_hj != NULL)
+	{
+		scoot_agg_probe_update(s);
+		if (s->probe_ht != NULL && s->probe_filtering)
+			scoot_agg_set_row_join_filter(s->agg, s->probe_filter, scoot_hj_may_match,
+										  s->probe_nkeys, s->probe_keys, s->probe_widths);
+	}
 	scan = table_beginscan(ss->ss_currentRelation, ss->ps.state->es_snapshot, 0, NULL);
 	s->fallback = scoot_agg_run(s->agg, scan);
 	table_endscan(scan);
+	s->probe_removed_rows = scoot_agg_join_removed(s->agg);
 	s->ngroups = s->fallback ? 0 : scoot_agg_ngroups(s->agg);
 	scoot_agg_stats(s->agg, &s->blocks, &s->emptied, &s->skipped);
 	s->next = 0;
@@ -631,9 +654,7 @@ agg_start(ScootAggState *s)
 	MemoryContextSwitchTo(old);
 }
 
-extern int	scoot_agg_key_hash(void *agg, int64 g, int n, const int *cols, const int *widths,
-							   uint32 *hash);
-extern bool scoot_hj_may_match(void *filter, uint32 hashvalue);
+
 extern void scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
 
 /* How many groups ahead the join's bucket (FAR) and its first tuple (NEAR) are prefetched */

@@ -783,7 +783,12 @@ preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		appendStringInfoString(&jf, " in the hash join's table");
 		ExplainPropertyText("Scoot Join Filter", jf.data, es);
 		if (es->analyze && s->started)
+		{
 			ExplainPropertyInteger("Rows Removed by Scoot Join Filter", NULL, s->probe_removed, es);
+			if (es->format != EXPLAIN_FORMAT_TEXT || s->probe_removed_rows > 0)
+				ExplainPropertyInteger("Input Rows Removed by Scoot Join Filter", NULL,
+									   s->probe_removed_rows, es);
+		}
 	}
 	if (es->analyze && s->started)
 	{
