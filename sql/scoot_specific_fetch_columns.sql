@@ -66,6 +66,21 @@ RESET enable_sort; SET enable_mergejoin = off; RESET enable_hashjoin; SET work_m
 SELECT same($$SELECT f.k, f.t, d.tag, f.w FROM TBL f JOIN drv d ON d.k = f.k WHERE f.k < 20000$$);
 SELECT same($$SELECT f.k, f.pad, g.t FROM TBL f JOIN TBL g ON g.a = f.a AND g.k = f.k + 1 WHERE f.k < 8000$$);
 RESET work_mem;
+-- a B-tree's conditions are never rechecked on the row: their columns are not copied unless
+-- something else reads them; a hash index's are (its scan rechecks every row it returns)
+RESET enable_nestloop; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_bitmapscan = off;
+SELECT same($$SELECT d.tag, f.q FROM drv d JOIN TBL f ON f.k = d.k AND f.a = d.a$$);
+SELECT same($$SELECT d.tag, f.q, f.k FROM drv d JOIN TBL f ON f.k = d.k WHERE f.a < 50$$);
+CREATE INDEX fc_code ON fc USING hash (code);
+CREATE INDEX fh_code ON fh USING hash (code);
+DROP INDEX fc_k, fh_k;
+EXPLAIN (COSTS OFF) SELECT f.q FROM fc f WHERE f.code = 'c5';
+SELECT same($$SELECT f.q FROM TBL f WHERE f.code = 'c5'$$);
+SELECT same($$SELECT d.tag, f.q FROM drv d JOIN TBL f ON f.code = 'c' || (d.k % 97)$$);
+DROP INDEX fc_code, fh_code;
+CREATE INDEX fc_k ON fc (k);
+CREATE INDEX fh_k ON fh (k);
+RESET ALL; SET jit = off; SET max_parallel_workers_per_gather = 0;
 
 -- bitmap heap scans: under a join, under an aggregate, with a lossy bitmap (rechecks read
 -- the index quals' columns)

@@ -2319,8 +2319,18 @@ scoot_index_scan_exec(PlanState *ps)
 	{
 		IndexScan  *plan = (IndexScan *) ps->plan;
 		int			natts = RelationGetDescr(n->ss.ss_currentRelation)->natts;
+
+		/*
+		 * The index conditions are evaluated on the row only when the index asks for a recheck
+		 * (ExecIndexScan; an EvalPlanQual recheck reads a whole row fetched otherwise): a
+		 * B-tree never does, so their columns need not be copied (an index nested loop's probe
+		 * would copy its join keys for every row it fetches)
+		 */
+		bool		lossless = n->iss_RelationDesc != NULL &&
+			n->iss_RelationDesc->rd_rel->relam == BTREE_AM_OID && plan->indexorderbyorig == NIL;
 		bool	   *mask = node_columns(ps, plan->scan.scanrelid,
-										plan->indexqualorig, plan->indexorderbyorig, natts);
+										lossless ? NIL : plan->indexqualorig,
+										plan->indexorderbyorig, natts);
 
 		if (mask == NULL)
 		{
