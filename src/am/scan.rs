@@ -553,7 +553,8 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
         let (td, eager) = (st.td, st.eager);
         let mut removed = 0;
         let mut exact = false;
-        collect_block(scan, lb, &mut |blk, batch| {
+        let cols = read_columns(&st.batch.mask, &st.filters, st.join.as_ref());
+        collect_block(scan, lb, &cols, &mut |blk, batch| {
             exact = apply_filters(&*filters, &mut *order, batch, blk);
             if let Some(j) = &mut *join {
                 removed = apply_join_filter(j, batch, blk);
@@ -573,6 +574,31 @@ unsafe fn enter_block(scan: pg_sys::TableScanDesc, lb: u32) {
             }
         }
     }
+}
+
+/// The columns a ScootScan reads from an image's block (true: read; past the end: read): those
+/// its batches copy (`mask`, see [`set_columns`]), its block filters' and its join filter's keys.
+/// Empty: every column (a scan that did not name its columns).
+fn read_columns(mask: &[bool], filters: &[BlockFilter], join: Option<&JoinFilter>) -> Vec<bool> {
+    if mask.is_empty() {
+        return Vec::new();
+    }
+    // as in `Batch::reads`, a column past the end of the mask is read
+    let mut m = mask.to_vec();
+    let mut add = |c: usize| {
+        if let Some(x) = m.get_mut(c) {
+            *x = true;
+        }
+    };
+    for f in filters {
+        f.for_each_column(&mut add);
+    }
+    if let Some(j) = join {
+        for &(c, _) in &j.keys {
+            add(c);
+        }
+    }
+    m
 }
 
 /// Drops the batch's rows whose key the join's hash table cannot hold; returns how many. A
@@ -671,6 +697,7 @@ pub fn join_filter_removed(scan: pg_sys::TableScanDesc) -> u64 {
 unsafe fn collect_block(
     scan: pg_sys::TableScanDesc,
     lb: u32,
+    cols: &[bool],
     then: &mut dyn FnMut(crate::storage::block::BlockRef, &mut Batch),
 ) {
     unsafe {
@@ -690,7 +717,7 @@ unsafe fn collect_block(
             let xids = mvcc::ImageXids::new(im.image.snap);
             let batch = &mut st.batch;
             let (filters, skipped) = (&st.filters, &mut st.zone_skipped);
-            im.with_block(b.ab, |blk| {
+            im.with_block_cols(b.ab, cols, |blk| {
                 batch.reset(lb, blk.natts().min(natts));
                 batch.src = b.ab;
                 if !filters.is_empty() && filter::excluded(filters, blk) {
@@ -816,7 +843,7 @@ pub unsafe fn visit_blocks_from(
         let mut next = None;
         for lb in blocks {
             let mut go = true;
-            collect_block(scan, lb, &mut |blk, batch| {
+            collect_block(scan, lb, &[], &mut |blk, batch| {
                 if !batch.is_empty() {
                     go = f(blk, &batch.rows);
                 }
@@ -912,7 +939,9 @@ unsafe fn extend_batch(ctx: *mut c_void, batch: &mut Batch, need: usize) {
         let st = &mut *(ctx as *mut ScanState);
         if let Some(im) = st.img.as_mut() {
             let td = st.td;
-            im.with_block(batch.src, |blk| batch.fill(blk, td, need));
+            // the columns the block was entered with (`enter_block`): its copy serves them
+            let cols = read_columns(&batch.mask, &st.filters, st.join.as_ref());
+            im.with_block_cols(batch.src, &cols, |blk| batch.fill(blk, td, need));
             return;
         }
         match storage::lock(st.t, batch.lb, false) {

@@ -250,6 +250,9 @@ pub struct BlockBuf {
     buf: Vec<u8>,
     off: usize,
     pub ab: u32,
+    /// `ab` holds only the header, the row headers and these columns (see
+    /// [`BlockBuf::load_columns`]); None: the whole block
+    cols: Option<Vec<bool>>,
 }
 
 impl BlockBuf {
@@ -261,6 +264,7 @@ impl BlockBuf {
             buf,
             off,
             ab: u32::MAX,
+            cols: None,
         }
     }
     /// A buffer from this backend's spares (see [`SPARE_BUFS`]), or a new one.
@@ -281,11 +285,72 @@ impl BlockBuf {
     /// Makes this buffer hold arena block `ab` of `img` (a buffer belongs to one image: a
     /// scan's, or an entry of the cache that is keyed by image).
     pub fn load(&mut self, img: &Image, ab: u32) {
-        if self.ab == ab {
+        if self.ab == ab && self.cols.is_none() {
             return;
         }
         self.ab = u32::MAX;
         img.materialize(ab, self.slice());
+        self.cols = None;
+        self.ab = ab;
+    }
+
+    /// Makes this buffer hold what a block-at-a-time scan reading the columns `cols` (by index;
+    /// true or past the end: read) of arena block `ab` of `img` reads: the block header with its column
+    /// descriptors and zone maps, the row headers and free-slot bitmap, and each such column's
+    /// validity bitmap and values, page by page — a fraction of the block when the scan reads a
+    /// few of many columns. The other bytes of the buffer are stale: only for columns stored in
+    /// the block itself (no variable-length payloads; see [`sparse_ok`]).
+    pub fn load_columns(&mut self, img: &Image, ab: u32, cols: &[bool]) {
+        if self.ab == ab && self.cols.as_deref().is_none_or(|c| c == cols) {
+            return;
+        }
+        self.ab = u32::MAX;
+        let bs = arena::block_size();
+        let dst = self.slice().as_mut_ptr();
+        let first = (ab as usize * bs / cow::PAGE) as u32;
+        let mut done = vec![false; bs / cow::PAGE];
+        let mut copy = |from: usize, len: usize| {
+            if len == 0 {
+                return;
+            }
+            let end = (from + len).min(bs);
+            for k in from / cow::PAGE..end.div_ceil(cow::PAGE) {
+                if !done[k] {
+                    done[k] = true;
+                    cow::read_page(first + k as u32, img.epoch, unsafe { dst.add(k * cow::PAGE) });
+                }
+            }
+        };
+        // the header first: it says where everything else is
+        copy(0, std::mem::size_of::<crate::storage::block::BlockHeader>());
+        let blk = self.blk();
+        copy(0, blk.header().row_hdr_off as usize);
+        if !sparse_ok(blk, cols) {
+            img.materialize(ab, self.slice());
+            self.cols = None;
+            self.ab = ab;
+            return;
+        }
+        let natts = blk.natts();
+        let cols_off = (0..natts)
+            .map(|i| blk.col(i))
+            .filter(|c| c.kind != crate::storage::block::KIND_ABSENT)
+            .map(|c| c.bitmap_off as usize)
+            .min()
+            .unwrap_or(bs);
+        // row headers and the free-slot bitmap: up to the first column region
+        copy(0, cols_off);
+        let cap = blk.header().capacity as usize;
+        for i in (0..natts).filter(|&i| cols.get(i).copied().unwrap_or(true)) {
+            let c = *blk.col(i);
+            if c.kind == crate::storage::block::KIND_ABSENT {
+                continue;
+            }
+            copy(c.bitmap_off as usize, cap.div_ceil(8));
+            copy(c.values_off as usize, cap * c.width as usize);
+        }
+        img.check_alive();
+        self.cols = Some(cols.to_vec());
         self.ab = ab;
     }
 }
@@ -294,6 +359,17 @@ impl Default for BlockBuf {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Can a scan that reads the columns `cols` (true, or past the end: read) of block `blk` (a
+/// header as materialized) read a
+/// [`BlockBuf::load_columns`] copy? Not when one of them keeps variable-length payloads in the
+/// block's var area.
+pub fn sparse_ok(blk: BlockRef, cols: &[bool]) -> bool {
+    use crate::storage::block::{KIND_CSTRING, KIND_VAR};
+    (0..blk.natts())
+        .filter(|&i| cols.get(i).copied().unwrap_or(true))
+        .all(|i| !matches!(blk.col(i).kind, KIND_VAR | KIND_CSTRING))
 }
 
 /// How many freed scan buffers a backend keeps for the next scan.
@@ -315,6 +391,7 @@ impl Drop for BlockBuf {
                         buf,
                         off,
                         ab: u32::MAX,
+                        cols: None,
                     });
                 }
             }

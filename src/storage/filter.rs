@@ -308,6 +308,18 @@ impl BlockFilter {
             }
     }
 
+    /// Calls `f` with each column the filter reads.
+    pub fn for_each_column(&self, f: &mut impl FnMut(usize)) {
+        match &self.value {
+            Value::Or(arms) => arms.iter().flatten().for_each(|l| l.for_each_column(f)),
+            Value::Column(o) => {
+                f(self.col);
+                f(*o);
+            }
+            _ => f(self.col),
+        }
+    }
+
     /// The filters of an OR's arms (None: not an OR).
     fn arms(&self) -> Option<&[Vec<BlockFilter>]> {
         match &self.value {
