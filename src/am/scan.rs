@@ -609,35 +609,16 @@ fn apply_join_filter(
     batch: &mut Batch,
     blk: crate::storage::block::BlockRef,
 ) -> u64 {
-    use crate::storage::block::{ColDesc, KIND_FIXED};
-    let mut cols: [(ColDesc, u8); 4] = [(ColDesc::default(), 0); 4];
     j.hashes.clear();
-    if batch.is_empty() || j.keys.len() > cols.len() {
+    if batch.is_empty() || j.keys.len() > 4 || j.keys.iter().any(|&(c, _)| c >= batch.block_natts) {
         return 0;
     }
-    for (i, &(col, width)) in j.keys.iter().enumerate() {
-        if col >= batch.block_natts {
-            return 0;
-        }
-        let c = *blk.col(col);
-        if c.kind != KIND_FIXED || c.byval == 0 || c.attlen != width as i16 {
-            return 0;
-        }
-        cols[i] = (c, width);
-    }
-    let cols = &cols[..j.keys.len()];
-    // (hash, has a NULL key) of a row: a NULL key matches nothing, but the join decides that
-    let key_hash = |s: u32| -> (u32, bool) {
-        let mut h = 0u32;
-        for (c, width) in cols {
-            if !blk.is_valid(c, s) {
-                return (h, true);
-            }
-            let v = blk.read_int(c, s); // c.attlen == width (checked above)
-            h = h.rotate_left(1) ^ filter::hash_int(v, *width);
-        }
-        (h, false)
+    let Some((cols, n)) = filter::join_key_columns(blk, &j.keys) else {
+        return 0;
     };
+    let cols = &cols[..n];
+    // (hash, has a NULL key) of a row: a NULL key matches nothing, but the join decides that
+    let key_hash = |s: u32| filter::join_key_hash(blk, cols, s);
     if !j.filtering {
         let hashes = &mut j.hashes;
         hashes.extend(batch.rows.iter().map(|&s| key_hash(s).0));

@@ -73,16 +73,11 @@ impl ImgScan {
         if let Some(blk) = image::cache_peek(&self.image, b.ab) {
             return Some((blk, b.hwm, None));
         }
-        let d = arena::block_desc(b.ab);
-        let epoch = self.image.epoch;
-        if d.saved_tag.load(Ordering::Acquire) < epoch {
-            let g = d.share();
-            if d.saved_tag.load(Ordering::Acquire) < epoch {
-                let blk = BlockRef {
-                    base: arena::block_ptr(b.ab),
-                };
-                return Some((blk, b.hwm, Some(g)));
-            }
+        if let Some(g) = self.unchanged(b.ab) {
+            let blk = BlockRef {
+                base: arena::block_ptr(b.ab),
+            };
+            return Some((blk, b.hwm, Some(g)));
         }
         // a sparse copy: the pages a fetch reads are materialized as it reads them
         // (`ensure_hdr`, `ensure_cells`), the block header now
@@ -146,20 +141,22 @@ impl ImgScan {
     /// scan's buffer loaded with a materialized copy. For block-at-a-time scans, which copy the
     /// values they need out of the block inside `f`.
     pub fn with_block<R>(&mut self, ab: u32, f: impl FnOnce(BlockRef) -> R) -> R {
+        self.with_block_cols(ab, &[], f)
+    }
+
+    /// The shared lock of arena block `ab` when no page of it was saved since the snapshot
+    /// (writers save pre-images under the exclusive lock before they change anything, so the
+    /// live block is then exactly the image's); None: it changed.
+    fn unchanged(&self, ab: u32) -> Option<LwGuard> {
         let d = arena::block_desc(ab);
         let epoch = self.image.epoch;
         if d.saved_tag.load(Ordering::Acquire) < epoch {
             let g = d.share();
             if d.saved_tag.load(Ordering::Acquire) < epoch {
-                let r = f(BlockRef {
-                    base: arena::block_ptr(ab),
-                });
-                drop(g);
-                self.image.check_alive();
-                return r;
+                return Some(g);
             }
         }
-        f(self.load(ab))
+        None
     }
 
     /// [`ImgScan::with_block`] for a scan that reads only the columns `cols` (true: read; empty:
@@ -167,21 +164,16 @@ impl ImgScan {
     /// [`image::BlockBuf::load_columns`]) — under TPC-C load every block of `stock` changes
     /// between snapshots, and a scan reading 3 of its 17 columns copied all of each block.
     pub fn with_block_cols<R>(&mut self, ab: u32, cols: &[bool], f: impl FnOnce(BlockRef) -> R) -> R {
-        if cols.is_empty() || cols.iter().all(|&m| m) {
-            return self.with_block(ab, f);
+        if let Some(g) = self.unchanged(ab) {
+            let r = f(BlockRef {
+                base: arena::block_ptr(ab),
+            });
+            drop(g);
+            self.image.check_alive();
+            return r;
         }
-        let d = arena::block_desc(ab);
-        let epoch = self.image.epoch;
-        if d.saved_tag.load(Ordering::Acquire) < epoch {
-            let g = d.share();
-            if d.saved_tag.load(Ordering::Acquire) < epoch {
-                let r = f(BlockRef {
-                    base: arena::block_ptr(ab),
-                });
-                drop(g);
-                self.image.check_alive();
-                return r;
-            }
+        if cols.is_empty() || cols.iter().all(|&m| m) {
+            return f(self.load(ab));
         }
         let buf = self.buf.get_or_insert_with(BlockBuf::new);
         buf.load_columns(&self.image, ab, cols);

@@ -1076,36 +1076,28 @@ impl AggExec {
     /// them. A NULL key, a block storing a key in another form, or a filter that drops fewer than
     /// one row in 16 over its first 64k rows keeps them.
     fn apply_row_join(&mut self, blk: BlockRef, sel: &mut Vec<u32>) {
-        use crate::storage::block::KIND_FIXED;
         let Some(j) = self.row_join.as_mut().filter(|j| j.filtering) else {
             return;
         };
-        let mut cols = [(ColDesc::default(), 0u8); 4];
+        // the join's keys as (column, width)
+        let mut keys = [(0usize, 0u8); 4];
         for (i, &(k, width)) in j.keys.iter().enumerate() {
             let Some(&(att, _)) = self.spec.keys.get(k) else {
                 return;
             };
-            if att >= blk.natts() {
-                return;
-            }
-            let c = *blk.col(att);
-            if c.kind != KIND_FIXED || c.byval == 0 || c.attlen != width as i16 {
-                return;
-            }
-            cols[i] = (c, width);
+            keys[i] = (att, width);
         }
-        let cols = &cols[..j.keys.len()];
+        let Some((cols, n)) = crate::storage::filter::join_key_columns(blk, &keys[..j.keys.len()])
+        else {
+            return;
+        };
+        let cols = &cols[..n];
         let before = sel.len();
         let (table, may_match) = (j.table, j.may_match);
         sel.retain(|&s| {
-            let mut h = 0u32;
-            for (c, width) in cols {
-                if !blk.is_valid(c, s) {
-                    return true; // a NULL key: the join decides
-                }
-                h = h.rotate_left(1) ^ crate::storage::filter::hash_int(blk.read_int(c, s), *width);
-            }
-            unsafe { may_match(table, h) }
+            let (h, null) = crate::storage::filter::join_key_hash(blk, cols, s);
+            // a NULL key: the join decides
+            null || unsafe { may_match(table, h) }
         });
         let removed = (before - sel.len()) as u64;
         j.checked += before as u64;

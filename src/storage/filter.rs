@@ -845,6 +845,41 @@ pub fn hash_int(v: i64, width: u8) -> u32 {
     }
 }
 
+/// The descriptors in block `blk` of a hash join's key columns `keys` ((column, the integer width
+/// the join hashes it as), at most 4), or None when one is not stored there as a fixed-width
+/// integer of that width (the block's rows then cannot be hashed as the join hashes them).
+pub fn join_key_columns(blk: BlockRef, keys: &[(usize, u8)]) -> Option<([(ColDesc, u8); 4], usize)> {
+    let mut cols = [(ColDesc::default(), 0u8); 4];
+    if keys.len() > cols.len() {
+        return None;
+    }
+    for (i, &(col, width)) in keys.iter().enumerate() {
+        if col >= blk.natts() {
+            return None;
+        }
+        let c = *blk.col(col);
+        if c.kind != KIND_FIXED || c.byval == 0 || c.attlen != width as i16 {
+            return None;
+        }
+        cols[i] = (c, width);
+    }
+    Some((cols, keys.len()))
+}
+
+/// The hash PostgreSQL's hash join computes for row `s` of `blk` over the key columns `cols`
+/// ([`join_key_columns`]), and whether a key is NULL (then the join decides about the row).
+#[inline]
+pub fn join_key_hash(blk: BlockRef, cols: &[(ColDesc, u8)], s: u32) -> (u32, bool) {
+    let mut h = 0u32;
+    for (c, width) in cols {
+        if !blk.is_valid(c, s) {
+            return (h, true);
+        }
+        h = h.rotate_left(1) ^ hash_int(blk.read_int(c, s), *width);
+    }
+    (h, false)
+}
+
 /// PostgreSQL's float order (`float8_cmp_internal`): NaN equals NaN and sorts above every
 /// number; -0 equals 0.
 pub fn float_cmp(x: f64, v: f64) -> std::cmp::Ordering {
