@@ -654,7 +654,6 @@ agg_start(ScootAggState *s)
 	MemoryContextSwitchTo(old);
 }
 
-
 extern void scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
 
 /* How many groups ahead the join's bucket (FAR) and its first tuple (NEAR) are prefetched */
