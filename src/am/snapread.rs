@@ -163,7 +163,12 @@ impl ImgScan {
     /// all) of the block: a changed block is copied only as far as they need (see
     /// [`image::BlockBuf::load_columns`]) — under TPC-C load every block of `stock` changes
     /// between snapshots, and a scan reading 3 of its 17 columns copied all of each block.
-    pub fn with_block_cols<R>(&mut self, ab: u32, cols: &[bool], f: impl FnOnce(BlockRef) -> R) -> R {
+    pub fn with_block_cols<R>(
+        &mut self,
+        ab: u32,
+        cols: &[bool],
+        f: impl FnOnce(BlockRef) -> R,
+    ) -> R {
         if let Some(g) = self.unchanged(ab) {
             let r = f(BlockRef {
                 base: arena::block_ptr(ab),

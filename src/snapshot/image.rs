@@ -317,7 +317,9 @@ impl BlockBuf {
             for k in from / cow::PAGE..end.div_ceil(cow::PAGE) {
                 if !done[k] {
                     done[k] = true;
-                    cow::read_page(first + k as u32, img.epoch, unsafe { dst.add(k * cow::PAGE) });
+                    cow::read_page(first + k as u32, img.epoch, unsafe {
+                        dst.add(k * cow::PAGE)
+                    });
                 }
             }
         };

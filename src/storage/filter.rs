@@ -654,11 +654,10 @@ impl BlockFilter {
     pub fn keep(&self, p: &Prepared, b: BlockRef, c: &ColDesc, slot: u32) -> bool {
         if let (Prepared::Or(parms), Some(farms)) = (p, self.arms()) {
             // a filter that cannot judge a value passes it (and `exact` says so)
-            return farms.iter().zip(parms).any(|(fs, ps)| {
-                fs.iter()
-                    .zip(ps)
-                    .all(|(f, (p, c))| f.keep(p, b, c, slot))
-            });
+            return farms
+                .iter()
+                .zip(parms)
+                .any(|(fs, ps)| fs.iter().zip(ps).all(|(f, (p, c))| f.keep(p, b, c, slot)));
         }
         if self.strategy == STRATEGY_NE {
             // <>: NULL fails, a value the filter cannot judge passes, any other is not equal
@@ -848,7 +847,10 @@ pub fn hash_int(v: i64, width: u8) -> u32 {
 /// The descriptors in block `blk` of a hash join's key columns `keys` ((column, the integer width
 /// the join hashes it as), at most 4), or None when one is not stored there as a fixed-width
 /// integer of that width (the block's rows then cannot be hashed as the join hashes them).
-pub fn join_key_columns(blk: BlockRef, keys: &[(usize, u8)]) -> Option<([(ColDesc, u8); 4], usize)> {
+pub fn join_key_columns(
+    blk: BlockRef,
+    keys: &[(usize, u8)],
+) -> Option<([(ColDesc, u8); 4], usize)> {
     let mut cols = [(ColDesc::default(), 0u8); 4];
     if keys.len() > cols.len() {
         return None;
@@ -1355,7 +1357,10 @@ mod tests {
         assert_eq!((arms[1][0].col, arms[1][0].strategy), (1, 10));
         assert!(or.uses_columns_below(9) && !or.uses_columns_below(8));
         assert_eq!(BlockFilter::parse("2 13 or 3 1 int 5|2 1 int 4"), None);
-        assert_eq!(BlockFilter::parse("3 13 or 3 1 int 5|2 13 or 2 1 int 4"), None);
+        assert_eq!(
+            BlockFilter::parse("3 13 or 3 1 int 5|2 13 or 2 1 int 4"),
+            None
+        );
         assert_eq!(BlockFilter::parse("3 13 or 3 1 int 5|2 1 int x"), None);
         assert_eq!(BlockFilter::parse("3 13 or "), None);
     }
