@@ -10,7 +10,8 @@
 #  - index scans and sequential scans of one image (a REPEATABLE READ READ ONLY transaction)
 #    return the same count and sum for 30 ranges of pgbench_accounts while the load runs, and the
 #    same aggregates over some and over all columns (text, char(n), numeric) of a table whose rows
-#    a second writer keeps rewriting (index fetches of changed blocks read sparse copies);
+#    a second writer keeps rewriting (index fetches of changed blocks read sparse copies; the
+#    sequential side's ScootScan and ScootAgg copy only the columns they read of changed blocks);
 #  - pgbench reports no failed transaction; scoot.snapshot_stats reports the method asked for,
 #    and the snapshots were taken and released (no pin left behind).
 set -uo pipefail

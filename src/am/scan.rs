@@ -793,11 +793,15 @@ unsafe fn collect_block(
 /// image) in TID order: `f(block, rows)` gets the rows the scan returns (ascending slot numbers)
 /// while the block is locked. `f` returns false to stop the scan. Returns false if the scan
 /// cannot be visited this way (not block-at-a-time, or parallel).
+///
+/// `cols` (by index; true or past the end: read; empty: all) are the columns `f` reads: of an
+/// image's changed block only they are copied (see [`ImgScan::with_block_cols`]).
 pub unsafe fn visit_blocks(
     scan: pg_sys::TableScanDesc,
+    cols: &[bool],
     f: &mut dyn FnMut(crate::storage::block::BlockRef, &[u32]) -> bool,
 ) -> bool {
-    unsafe { visit_blocks_from(scan, 0, f).is_some() }
+    unsafe { visit_blocks_from(scan, 0, cols, f).is_some() }
 }
 
 /// [`visit_blocks`] from the first block whose local number is `>= from_lb` on. Returns None if
@@ -807,6 +811,7 @@ pub unsafe fn visit_blocks(
 pub unsafe fn visit_blocks_from(
     scan: pg_sys::TableScanDesc,
     from_lb: u32,
+    cols: &[bool],
     f: &mut dyn FnMut(crate::storage::block::BlockRef, &[u32]) -> bool,
 ) -> Option<Option<u32>> {
     unsafe {
@@ -824,7 +829,7 @@ pub unsafe fn visit_blocks_from(
         let mut next = None;
         for lb in blocks {
             let mut go = true;
-            collect_block(scan, lb, &[], &mut |blk, batch| {
+            collect_block(scan, lb, cols, &mut |blk, batch| {
                 if !batch.is_empty() {
                     go = f(blk, &batch.rows);
                 }

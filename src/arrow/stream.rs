@@ -336,7 +336,7 @@ impl Export {
             );
             let mut out = Vec::new();
             let this = &mut *self;
-            let r = crate::am::scan::visit_blocks_from(scan, from, &mut |b, rows| {
+            let r = crate::am::scan::visit_blocks_from(scan, from, &[], &mut |b, rows| {
                 let mut i = 0;
                 while i < rows.len() {
                     let k = (rows.len() - i).min(this.batch_rows - this.pending);

@@ -182,6 +182,33 @@ fn parse_expr(toks: &[&str]) -> Option<(Vec<Tok>, Ty)> {
 }
 
 impl Spec {
+    /// The columns the node reads of a table with `natts` columns (by index, true: read): its
+    /// group keys, its filters' columns and its aggregates' arguments. A changed block of an
+    /// OLAP image is copied only as far as they need (see `ImgScan::with_block_cols`).
+    pub fn columns(&self, natts: usize) -> Vec<bool> {
+        let mut m = vec![false; natts];
+        let mut add = |c: usize| {
+            if let Some(x) = m.get_mut(c) {
+                *x = true;
+            }
+        };
+        for &(c, _) in &self.keys {
+            add(c);
+        }
+        for f in &self.filters {
+            f.for_each_column(&mut add);
+        }
+        for a in &self.aggs {
+            for t in &a.expr {
+                match *t {
+                    Tok::Var(c, _) | Tok::Present(c) => add(c),
+                    _ => {}
+                }
+            }
+        }
+        m
+    }
+
     pub fn parse(s: &str) -> Option<Spec> {
         let mut spec = Spec {
             keys: Vec::new(),
@@ -1318,14 +1345,17 @@ pub unsafe extern "C-unwind" fn scoot_agg_run(
         for f in &e.spec.filters {
             crate::am::scan::add_filter(scan, f.clone());
         }
-        let visited =
-            crate::am::scan::visit_blocks(scan, &mut |blk, rows| match e.add_block(blk, rows) {
-                Ok(()) => true,
-                Err(f) => {
-                    why = Some(f);
-                    false
-                }
-            });
+        let natts = (*(*(*scan).rs_rd).rd_att).natts as usize;
+        let cols = e.spec.columns(natts);
+        let visited = crate::am::scan::visit_blocks(scan, &cols, &mut |blk, rows| match e
+            .add_block(blk, rows)
+        {
+            Ok(()) => true,
+            Err(f) => {
+                why = Some(f);
+                false
+            }
+        });
         e.blocks_skipped = crate::am::scan::zone_skipped(scan);
         if !visited {
             why = Some(Fallback(c"not a block-at-a-time scan"));
