@@ -387,6 +387,76 @@ WHERE EXISTS (SELECT * FROM ea_fh f WHERE f.o = o.o AND f.d = o.d AND f.w = o.w 
   AND o.o BETWEEN 10 AND 13 ORDER BY 1, 2, 3;
 DROP FUNCTION ea_semi_check(int, float8);
 
+-- identical aggregation nodes of one query share one result (CH-benCHmark Q15 joins its revenue
+-- view and compares with the view's max: two ScootPreAggs with the same description): the
+-- second reads the first one's groups. ea_shared says how many nodes computed their result and
+-- how many read another's; ea_nodes shows the aggregation nodes' lines of EXPLAIN ANALYZE.
+CREATE FUNCTION ea_shared(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE p text;
+BEGIN
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || q INTO p;
+  RETURN format('%s computed, %s reused',
+                (length(p) - length(replace(p, '"Scoot Blocks Read"', ''))) / length('"Scoot Blocks Read"'),
+                (length(p) - length(replace(p, '"Scoot Result"', ''))) / length('"Scoot Result"'));
+END $$;
+CREATE FUNCTION ea_nodes(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE l text;
+BEGIN
+  FOR l IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
+    IF l ~ '(ScootPreAgg|ScootAgg)\)|Scoot Result|Scoot Blocks Read|Scoot Fallback|Input Rows Removed' THEN
+      RETURN NEXT l;
+    END IF;
+  END LOOP;
+END $$;
+CREATE TABLE ea_dk (d int2, label text) USING scoot;
+CREATE TABLE ea_dkh (d int2, label text) USING heap;
+INSERT INTO ea_dk VALUES (0, 'zero'), (1, 'one'), (2, 'two'), (3, 'three');
+INSERT INTO ea_dkh SELECT * FROM ea_dk;
+ANALYZE ea_dk, ea_dkh;
+CREATE VIEW ea_rev AS SELECT k.label, sum(f.n) AS total FROM ea_dk k, ea_f f
+  WHERE f.d = k.d AND f.ts >= timestamp '2020-01-01 02:00' GROUP BY k.label;
+CREATE VIEW ea_revh AS SELECT k.label, sum(f.n) AS total FROM ea_dkh k, ea_fh f
+  WHERE f.d = k.d AND f.ts >= timestamp '2020-01-01 02:00' GROUP BY k.label;
+SELECT ea_nodes('SELECT r.label, r.total FROM ea_rev r WHERE r.total = (SELECT max(total) FROM ea_rev)');
+SELECT ea_shared('SELECT r.label, r.total FROM ea_rev r WHERE r.total = (SELECT max(total) FROM ea_rev)');
+SELECT r.label, r.total FROM ea_rev r WHERE r.total = (SELECT max(total) FROM ea_rev);
+SELECT r.label, r.total FROM ea_revh r WHERE r.total = (SELECT max(total) FROM ea_revh);
+-- on an OLAP snapshot too
+BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
+SET LOCAL scoot.olap = on;
+SELECT ea_shared('SELECT r.label, r.total FROM ea_rev r WHERE r.total = (SELECT max(total) FROM ea_rev)');
+SELECT r.label, r.total FROM ea_rev r WHERE r.total = (SELECT max(total) FROM ea_rev);
+COMMIT;
+-- not when the first node's join filter dropped rows before grouping (its groups are then
+-- those its own join can match): each computes its own
+CREATE VIEW ea_rev2 AS SELECT o.cust, sum(f.n) AS total FROM ea_o o, ea_f f
+  WHERE f.o = o.o AND f.d = o.d AND f.w = o.w AND f.ts >= timestamp '2020-01-01 02:00' GROUP BY o.cust;
+CREATE VIEW ea_rev2h AS SELECT o.cust, sum(f.n) AS total FROM ea_oh o, ea_fh f
+  WHERE f.o = o.o AND f.d = o.d AND f.w = o.w AND f.ts >= timestamp '2020-01-01 02:00' GROUP BY o.cust;
+SELECT ea_nodes('SELECT c.name, r.total FROM ea_c c, ea_rev2 r WHERE c.cust = r.cust AND r.total = (SELECT max(total) FROM ea_rev2)');
+SELECT c.name, r.total FROM ea_c c, ea_rev2 r WHERE c.cust = r.cust AND r.total = (SELECT max(total) FROM ea_rev2);
+SELECT c.name, r.total FROM ea_ch c, ea_rev2h r WHERE c.cust = r.cust AND r.total = (SELECT max(total) FROM ea_rev2h);
+-- two identical ScootAggs; two that differ in a filter compute their own
+SELECT ea_shared('SELECT (SELECT sum(n) FROM ea_f WHERE d = 1), (SELECT sum(n) FROM ea_f WHERE d = 1)');
+SELECT (SELECT sum(n) FROM ea_f WHERE d = 1), (SELECT sum(n) FROM ea_f WHERE d = 1),
+       (SELECT sum(n) FROM ea_fh WHERE d = 1);
+SELECT ea_shared('SELECT (SELECT sum(n) FROM ea_f WHERE d = 1), (SELECT sum(n) FROM ea_f WHERE d = 2)');
+SELECT (SELECT sum(n) FROM ea_f WHERE d = 1), (SELECT sum(n) FROM ea_f WHERE d = 2),
+       (SELECT sum(n) FROM ea_fh WHERE d = 2);
+-- a node rescanned per outer row (a correlated subquery) reads the result the InitPlan's
+-- identical node computed, each time; the answers stay heap's
+SELECT ea_shared('SELECT k.d, (SELECT total FROM ea_rev r WHERE r.label = k.label) = (SELECT max(total) FROM ea_rev) FROM ea_dk k');
+SELECT k.d, (SELECT total FROM ea_rev r WHERE r.label = k.label), (SELECT max(total) FROM ea_rev)
+FROM ea_dk k ORDER BY 1;
+SELECT k.d, (SELECT total FROM ea_revh r WHERE r.label = k.label), (SELECT max(total) FROM ea_revh)
+FROM ea_dkh k ORDER BY 1;
+-- alone, the rescanned node computes each time
+SELECT ea_shared('SELECT k.d, (SELECT total FROM ea_rev r WHERE r.label = k.label) FROM ea_dk k');
+DROP VIEW ea_rev, ea_revh, ea_rev2, ea_rev2h;
+DROP TABLE ea_dk, ea_dkh;
+DROP FUNCTION ea_shared(text);
+DROP FUNCTION ea_nodes(text);
+
 DROP FUNCTION ea_check(int, float8);
 DROP TABLE ea_k, ea_kh;
 DROP FUNCTION ea_agree(text, text);

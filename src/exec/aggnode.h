@@ -50,6 +50,14 @@ typedef struct ScootAggState
 	int64		probe_hashed;	/* groups [0, probe_hashed) hashed */
 	uint32		probe_hash[8];	/* group g's hash at g % 8 */
 	int8		probe_hash_ok[8];	/* scoot_agg_key_hash's result for it (0: hashed) */
+
+	/*
+	 * The result shared with identical nodes of the same query (customagg.c, SharedAgg): agg
+	 * then belongs to it, not to cxt. reused: this node found it computed by another one.
+	 */
+	struct SharedAgg *shared;
+	bool		reused;
+	int64		starts;			/* agg_start calls: only the first may share its result */
 } ScootAggState;
 
 extern void scoot_aggnode_begin(CustomScanState *node, EState *estate, int eflags);

@@ -617,18 +617,154 @@ extern void scoot_agg_set_row_join_filter(void *agg, void *table,
 extern int64 scoot_agg_join_removed(void *agg);
 
 /*
+ * A result one aggregation node computed that identical nodes of the same query reuse: a query
+ * that reads a view or subquery twice (CH-benCHmark's Q15 joins its revenue view and takes the
+ * view's max in a subquery: two ScootPreAggs with the same description) aggregated the same
+ * table twice under the same snapshot. A node shares what it computed when the result is the
+ * whole table's: the same kind of node, table, description and snapshot, not parallel-aware (a
+ * parallel node sees its share of the blocks), no fallback, and no row dropped by a join filter
+ * before grouping (that depends on the node's own join). The nodes read it without changing
+ * it; each returns the groups in its own memory and applies its own join filter to them. It is
+ * freed when its last node resets (rescan, end) or with the query's memory.
+ */
+typedef struct SharedAgg
+{
+	const CustomExecMethods *kind;
+	Oid			relid;
+	const char *spec;			/* the nodes' description (plan memory) */
+	Snapshot	snapshot;
+	void	   *agg;			/* NULL once freed */
+	int			refs;
+	int64		ngroups;
+} SharedAgg;
+
+/* The shared results of the query running now (one EState; a nested query starts its own). */
+typedef struct SharedAggs
+{
+	EState	   *estate;
+	List	   *entries;
+	MemoryContextCallback cb;
+} SharedAggs;
+
+static SharedAggs *shared_aggs = NULL;
+
+static void
+shared_aggs_gone(void *arg)
+{
+	if (shared_aggs == arg)
+		shared_aggs = NULL;
+}
+
+static SharedAggs *
+shared_aggs_of(EState *estate, bool create)
+{
+	SharedAggs *r;
+
+	if (shared_aggs != NULL && shared_aggs->estate == estate)
+		return shared_aggs;
+	if (!create)
+		return NULL;
+	r = MemoryContextAllocZero(estate->es_query_cxt, sizeof(SharedAggs));
+	r->estate = estate;
+	r->cb.func = shared_aggs_gone;
+	r->cb.arg = r;
+	MemoryContextRegisterResetCallback(estate->es_query_cxt, &r->cb);
+	shared_aggs = r;
+	return r;
+}
+
+/* May this node share its result (or use another's)? */
+static bool
+agg_shareable(ScootAggState *s)
+{
+	return !s->css.ss.ps.plan->parallel_aware;
+}
+
+/* An identical node's result this node may read, or NULL. */
+static SharedAgg *
+shared_agg_find(ScootAggState *s, const char *spec)
+{
+	EState	   *estate = s->css.ss.ps.state;
+	SharedAggs *r = shared_aggs_of(estate, false);
+	ListCell   *lc;
+
+	if (r == NULL)
+		return NULL;
+	foreach(lc, r->entries)
+	{
+		SharedAgg  *e = lfirst(lc);
+
+		if (e->agg != NULL && e->kind == s->css.methods &&
+			e->relid == RelationGetRelid(s->css.ss.ss_currentRelation) &&
+			e->snapshot == estate->es_snapshot && strcmp(e->spec, spec) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+/* Lets this node's result be read by identical nodes (the caller checked it is complete). */
+static void
+shared_agg_add(ScootAggState *s, const char *spec)
+{
+	EState	   *estate = s->css.ss.ps.state;
+	SharedAggs *r = shared_aggs_of(estate, true);
+	MemoryContext old = MemoryContextSwitchTo(estate->es_query_cxt);
+	SharedAgg  *e = palloc0(sizeof(SharedAgg));
+
+	e->kind = s->css.methods;
+	e->relid = RelationGetRelid(s->css.ss.ss_currentRelation);
+	e->spec = spec;
+	e->snapshot = estate->es_snapshot;
+	e->agg = s->agg;
+	e->refs = 1;
+	e->ngroups = s->ngroups;
+	r->entries = lappend(r->entries, e);
+	MemoryContextSwitchTo(old);
+	s->shared = e;
+}
+
+/*
  * The executor side shared with ScootPreAgg (aggnode.h). Computes the aggregates over the
- * table (first call), or learns why the child must.
+ * table (first call), or learns why the child must, or reads an identical node's result.
  */
 static void
 agg_start(ScootAggState *s)
 {
 	ScanState  *ss = &s->css.ss;
 	CustomScan *cs = (CustomScan *) ss->ps.plan;
-	MemoryContext old = MemoryContextSwitchTo(s->cxt);
+	const char *spec = strVal(linitial(cs->custom_private));
+	bool		shareable = agg_shareable(s);
+	MemoryContext old;
 	TableScanDesc scan;
 
-	s->agg = scoot_agg_create(strVal(linitial(cs->custom_private)));
+	if (shareable)
+	{
+		SharedAgg  *e = shared_agg_find(s, spec);
+
+		if (e != NULL)
+		{
+			e->refs++;
+			s->shared = e;
+			s->agg = e->agg;
+			s->reused = true;
+			s->fallback = NULL;
+			s->ngroups = e->ngroups;
+			s->probe_removed_rows = 0;
+			s->blocks = s->emptied = s->skipped = 0;
+			s->next = 0;
+			s->started = true;
+			return;
+		}
+	}
+
+	/*
+	 * a result it may share outlives the node's context: the query's memory holds it (on the
+	 * node's first start only, so that a node rescanned many times does not pile up there)
+	 */
+	shareable = shareable && s->starts++ == 0;
+	old = MemoryContextSwitchTo(shareable ? ss->ps.state->es_query_cxt : s->cxt);
+	s->agg = scoot_agg_create(spec);
+	MemoryContextSwitchTo(s->cxt);
 	s->probe_removed_rows = 0;
 
 	/*
@@ -652,6 +788,8 @@ agg_start(ScootAggState *s)
 	s->next = 0;
 	s->started = true;
 	MemoryContextSwitchTo(old);
+	if (shareable && s->fallback == NULL && s->probe_removed_rows == 0)
+		shared_agg_add(s, spec);
 }
 
 extern void scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
@@ -757,9 +895,20 @@ scoot_aggnode_exec(CustomScanState *node)
 static void
 agg_reset(ScootAggState *s)
 {
-	if (s->agg)
+	if (s->shared != NULL)
+	{
+		/* the last node reading a shared result frees it */
+		if (--s->shared->refs == 0)
+		{
+			scoot_agg_free(s->shared->agg);
+			s->shared->agg = NULL;
+		}
+		s->shared = NULL;
+	}
+	else if (s->agg)
 		scoot_agg_free(s->agg);
 	s->agg = NULL;
+	s->reused = false;
 	s->started = false;
 	s->fallback = NULL;
 	/* the join may destroy or rebuild its hash table: the next group asks again */
@@ -825,7 +974,9 @@ agg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyText("Scoot Aggregates", aggs.data, es);
 	if (described != NIL)
 		ExplainPropertyText("Scoot Block Filter", scoot_describe_filters(described), es);
-	if (es->analyze && s->started)
+	if (es->analyze && s->started && s->reused)
+		ExplainPropertyText("Scoot Result", "read from an identical node of this query", es);
+	else if (es->analyze && s->started)
 	{
 		ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);
 		if (es->format != EXPLAIN_FORMAT_TEXT || s->skipped > 0)

@@ -790,7 +790,9 @@ preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 									   s->probe_removed_rows, es);
 		}
 	}
-	if (es->analyze && s->started)
+	if (es->analyze && s->started && s->reused)
+		ExplainPropertyText("Scoot Result", "read from an identical node of this query", es);
+	else if (es->analyze && s->started)
 	{
 		ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);
 		if (es->format != EXPLAIN_FORMAT_TEXT || s->skipped > 0)
