@@ -335,8 +335,15 @@ impl Export {
                 flags,
             );
             let mut out = Vec::new();
+            // the exported columns: of an OLAP image's changed block only they are copied
+            let mut cols = vec![false; (*(*rel).rd_att).natts as usize];
+            for ec in &self.cols {
+                if let Some(x) = cols.get_mut(ec.att) {
+                    *x = true;
+                }
+            }
             let this = &mut *self;
-            let r = crate::am::scan::visit_blocks_from(scan, from, &[], &mut |b, rows| {
+            let r = crate::am::scan::visit_blocks_from(scan, from, &cols, &mut |b, rows| {
                 let mut i = 0;
                 while i < rows.len() {
                     let k = (rows.len() - i).min(this.batch_rows - this.pending);
