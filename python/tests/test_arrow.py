@@ -504,26 +504,30 @@ def test_consistent_while_others_write(conn):
         conn.execute("DROP TABLE ar_conc")
 
 
+def move_amounts(table, n, amount, also, stop, done):
+    """Until `stop` is set, commits transactions that move `amount` of column v from one row of
+    `table` (ids 1..n) to another (the first row's update also sets `also`), keeping sum(v);
+    counts them in done[0]."""
+    w = psycopg.connect(DSN, autocommit=True)
+    k = 0
+    while not stop.is_set():
+        k += 1
+        a, b = (k * 7919) % n + 1, (k * 104729) % n + 1
+        if a != b:
+            with w.transaction():
+                w.execute(f"UPDATE {table} SET v = v + {amount}{also} WHERE id = %s", (a,))
+                w.execute(f"UPDATE {table} SET v = v - {amount} WHERE id = %s", (b,))
+            done[0] += 1
+    w.close()
+
+
 def test_concurrent_writers_during_one_statement(conn):
     """read_arrow (one statement) while a thread commits updates all the time: the result is
     always one consistent state (the invariant sum(v) = 0 holds in every snapshot)."""
     conn.execute("DROP TABLE IF EXISTS ar_inv; CREATE TABLE ar_inv (id int PRIMARY KEY, v int8) USING scoot")
     conn.execute("INSERT INTO ar_inv SELECT i, 0 FROM generate_series(1, 50000) i")
     stop = threading.Event()
-
-    def writer():
-        w = psycopg.connect(DSN, autocommit=True)
-        k = 0
-        while not stop.is_set():
-            k += 1
-            a, b = (k * 7919) % 50000 + 1, (k * 104729) % 50000 + 1
-            if a != b:
-                with w.transaction():
-                    w.execute("UPDATE ar_inv SET v = v + 5 WHERE id = %s", (a,))
-                    w.execute("UPDATE ar_inv SET v = v - 5 WHERE id = %s", (b,))
-        w.close()
-
-    th = threading.Thread(target=writer)
+    th = threading.Thread(target=move_amounts, args=("ar_inv", 50000, 5, "", stop, [0]))
     th.start()
     try:
         for _ in range(15):
@@ -549,24 +553,11 @@ def test_column_subset_from_olap_snapshot_while_others_write(conn):
     want_w = conn.execute("SELECT sum(w) FROM ar_cols").fetchone()[0]
     stop = threading.Event()
     done = [0]
-
-    def writer():
-        w = psycopg.connect(DSN, autocommit=True)
-        k = 0
-        while not stop.is_set():
-            k += 1
-            a, b = (k * 7919) % 60000 + 1, (k * 104729) % 60000 + 1
-            if a != b:
-                with w.transaction():
-                    w.execute("UPDATE ar_cols SET v = v + 3, t = md5(random()::text) WHERE id = %s", (a,))
-                    w.execute("UPDATE ar_cols SET v = v - 3 WHERE id = %s", (b,))
-                done[0] += 1
-        w.close()
-
     reader = psycopg.connect(DSN, autocommit=True)
     reader.execute("SET scoot.olap = on")
     reader.execute("SET scoot.snapshot_max_age = 0")
-    th = threading.Thread(target=writer)
+    th = threading.Thread(target=move_amounts,
+                          args=("ar_cols", 60000, 3, ", t = md5(random()::text)", stop, done))
     th.start()
     try:
         time.sleep(0.5)
