@@ -11,6 +11,7 @@
 
 #include "postgres.h"
 
+#include "commands/explain.h"
 #include "nodes/execnodes.h"
 #include "nodes/extensible.h"
 
@@ -64,6 +65,7 @@ extern void scoot_aggnode_begin(CustomScanState *node, EState *estate, int eflag
 extern TupleTableSlot *scoot_aggnode_exec(CustomScanState *node);
 extern void scoot_aggnode_end(CustomScanState *node);
 extern void scoot_aggnode_rescan(CustomScanState *node);
+extern void scoot_aggnode_explain_run(ScootAggState *s, ExplainState *es);
 
 /* customscan.c: hands the join's hash table to a probing ScootPreAgg once it is built */
 extern void scoot_agg_probe_update(ScootAggState *s);

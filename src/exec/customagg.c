@@ -941,6 +941,28 @@ scoot_aggnode_rescan(CustomScanState *node)
 	ExecScanReScan(&node->ss);
 }
 
+/*
+ * EXPLAIN ANALYZE of a ScootAgg's or ScootPreAgg's run (aggnode.h): the blocks it read, skipped
+ * and emptied and whether it fell back, or that it read an identical node's result.
+ */
+void
+scoot_aggnode_explain_run(ScootAggState *s, ExplainState *es)
+{
+	if (!es->analyze || !s->started)
+		return;
+	if (s->reused)
+	{
+		ExplainPropertyText("Scoot Result", "read from an identical node of this query", es);
+		return;
+	}
+	ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);
+	if (es->format != EXPLAIN_FORMAT_TEXT || s->skipped > 0)
+		ExplainPropertyInteger("Scoot Blocks Skipped by Zone Maps", NULL, s->skipped, es);
+	if (es->format != EXPLAIN_FORMAT_TEXT || s->emptied > 0)
+		ExplainPropertyInteger("Scoot Blocks Emptied by Filters", NULL, s->emptied, es);
+	ExplainPropertyText("Scoot Fallback", s->fallback ? s->fallback : "none", es);
+}
+
 static void
 agg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 {
@@ -974,17 +996,7 @@ agg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyText("Scoot Aggregates", aggs.data, es);
 	if (described != NIL)
 		ExplainPropertyText("Scoot Block Filter", scoot_describe_filters(described), es);
-	if (es->analyze && s->started && s->reused)
-		ExplainPropertyText("Scoot Result", "read from an identical node of this query", es);
-	else if (es->analyze && s->started)
-	{
-		ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);
-		if (es->format != EXPLAIN_FORMAT_TEXT || s->skipped > 0)
-			ExplainPropertyInteger("Scoot Blocks Skipped by Zone Maps", NULL, s->skipped, es);
-		if (es->format != EXPLAIN_FORMAT_TEXT || s->emptied > 0)
-			ExplainPropertyInteger("Scoot Blocks Emptied by Filters", NULL, s->emptied, es);
-		ExplainPropertyText("Scoot Fallback", s->fallback ? s->fallback : "none", es);
-	}
+	scoot_aggnode_explain_run(s, es);
 }
 
 void

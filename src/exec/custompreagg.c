@@ -790,17 +790,7 @@ preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 									   s->probe_removed_rows, es);
 		}
 	}
-	if (es->analyze && s->started && s->reused)
-		ExplainPropertyText("Scoot Result", "read from an identical node of this query", es);
-	else if (es->analyze && s->started)
-	{
-		ExplainPropertyInteger("Scoot Blocks Read", NULL, s->blocks, es);
-		if (es->format != EXPLAIN_FORMAT_TEXT || s->skipped > 0)
-			ExplainPropertyInteger("Scoot Blocks Skipped by Zone Maps", NULL, s->skipped, es);
-		if (es->format != EXPLAIN_FORMAT_TEXT || s->emptied > 0)
-			ExplainPropertyInteger("Scoot Blocks Emptied by Filters", NULL, s->emptied, es);
-		ExplainPropertyText("Scoot Fallback", s->fallback ? s->fallback : "none", es);
-	}
+	scoot_aggnode_explain_run(s, es);
 }
 
 /* Is `ps` a ScootPreAgg node's state (customscan.c's join filter)? */
