@@ -110,6 +110,35 @@ SET enable_indexscan = off; SET enable_bitmapscan = on;
 SELECT same($$SELECT ok, max(t), sum(w) FROM TBL WHERE a IN (1, 2, 3) GROUP BY ok$$);
 SELECT same($$SELECT d.k, (SELECT avg(q) FROM TBL f WHERE f.a = d.a AND f.k < 900) FROM drv d$$);
 
+-- an index scan node's first row is fetched with its columns already set (the node names them
+-- as it begins its scan): single-row lookups, also in generic plans whose runtime keys run a
+-- subplan that scans the same table through the same index for other columns first (that
+-- scan must copy its own columns, not the outer node's)
+RESET ALL; SET jit = off; SET max_parallel_workers_per_gather = 0;
+SET enable_seqscan = off; SET enable_bitmapscan = off; SET scoot.custom_scan = off;
+EXPLAIN (COSTS OFF) SELECT k, q FROM fc WHERE k = (SELECT k + 1 FROM fc f2 WHERE f2.k = 77 AND f2.t IS NOT NULL);
+SELECT same($$SELECT k, q FROM TBL WHERE k = (SELECT k + 1 FROM TBL f2 WHERE f2.k = 77 AND f2.t IS NOT NULL)$$);
+SELECT same($$SELECT k, (SELECT f2.pad || f2.code FROM TBL f2 WHERE f2.k = f.k + 1) FROM TBL f WHERE k = 500$$);
+SET plan_cache_mode = force_generic_plan;
+PREPARE one_fc(int) AS SELECT k, q, (SELECT code || pad FROM fc f2 WHERE f2.k = $1 + 1) FROM fc
+  WHERE k = (SELECT k + 1 FROM fc f3 WHERE f3.k = $1 AND f3.w IS NOT NULL AND f3.t IS NOT NULL);
+PREPARE one_fh(int) AS SELECT k, q, (SELECT code || pad FROM fh f2 WHERE f2.k = $1 + 1) FROM fh
+  WHERE k = (SELECT k + 1 FROM fh f3 WHERE f3.k = $1 AND f3.w IS NOT NULL AND f3.t IS NOT NULL);
+EXPLAIN (COSTS OFF) EXECUTE one_fc(100);
+DO $$
+DECLARE s record; h record; n int; found int := 0;
+BEGIN
+  FOR n IN 1..60 LOOP
+    EXECUTE format('EXECUTE one_fc(%s)', n * 17) INTO s;
+    EXECUTE format('EXECUTE one_fh(%s)', n * 17) INTO h;
+    IF s::text IS DISTINCT FROM h::text THEN RAISE NOTICE 'differs at %: % vs %', n * 17, s, h; END IF;
+    IF s.k IS NOT NULL THEN found := found + 1; END IF;
+  END LOOP;
+  RAISE NOTICE 'rows found: %', found;
+END $$;
+EXECUTE one_fc(100);
+DEALLOCATE one_fc; DEALLOCATE one_fh;
+
 -- writes through such scans: UPDATE ... FROM and DELETE ... USING with index nested loops
 RESET ALL; SET jit = off; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_seqscan = off;
 UPDATE fc f SET q = f.q + 1, t = d.tag FROM drv d WHERE f.k = d.k AND d.a < 50;

@@ -491,6 +491,18 @@ struct IndexFetch {
     eager: usize,
 }
 
+thread_local! {
+    /// Columns for the next index fetch begun on a table (see [`set_pending_columns`]).
+    static PENDING_COLUMNS: std::cell::RefCell<Option<(pg_sys::Oid, Vec<bool>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The next [`index_fetch_begin`] on table `relid` starts with [`set_fetch_columns`]`(mask)`
+/// (an index scan node about to begin its scan; `None` withdraws it).
+pub fn set_pending_columns(p: Option<(pg_sys::Oid, Vec<bool>)>) {
+    PENDING_COLUMNS.with(|c| *c.borrow_mut() = p);
+}
+
 /// Restricts the rows this fetch copies into scoot slots to the columns whose `mask` entry is
 /// set; the others read as NULL. For index scan nodes that project (their scan slot is read by
 /// their own quals and target list only, which is where `mask` comes from: src/exec).
@@ -546,11 +558,20 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         b.ctx = f as *mut c_void;
         (*f).batch = super::scan::new_holder_boxed(b);
         (*f).masked = false;
-        // until the scan node names its columns (after its first row: PostgreSQL begins the
-        // index scan lazily), every column is copied under the chain walk's lock: a statement
-        // that fetches one row (most of TPC-C) would otherwise lock the block again to copy the
-        // columns it reads
+        // an index scan node names its columns as it begins its scan (pending, src/exec); any
+        // other fetch copies every column under the chain walk's lock: copying them later would
+        // lock the block again
         (*f).eager = (*(*rel).rd_att).natts.max(0) as usize;
+        let pending = PENDING_COLUMNS.with(|c| {
+            let mut c = c.borrow_mut();
+            match c.as_ref() {
+                Some((relid, _)) if *relid == (*rel).rd_id => c.take().map(|p| p.1),
+                _ => None,
+            }
+        });
+        if let Some(mask) = pending {
+            set_fetch_columns(f as *mut pg_sys::IndexFetchTableData, &mask);
+        }
         f as *mut pg_sys::IndexFetchTableData
     })
 }

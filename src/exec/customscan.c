@@ -2147,6 +2147,7 @@ scoot_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
 extern void scoot_bitmap_set_columns(TableScanDesc scan, const bool *mask, int natts);
 extern void scoot_index_fetch_set_columns(struct IndexFetchTableData *fetch, const bool *mask, int natts);
 extern bool scoot_index_fetch_columns_set(struct IndexFetchTableData *fetch);
+extern void scoot_index_fetch_pending_columns(Oid relid, const bool *mask, int natts);
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
 static ExecProcNodeMtd index_scan_exec = NULL;
@@ -2307,36 +2308,86 @@ node_columns(PlanState *ps, Index scanrelid, List *more1, List *more2, int natts
 	return mask;
 }
 
-/* ExecIndexScan, then (once its scan exists: it is begun lazily) the fetch's columns */
+/* The columns an index scan node's fetches copy (see node_columns); palloc'd, never NULL */
+static bool *
+index_scan_mask(IndexScanState *n, int natts)
+{
+	IndexScan  *plan = (IndexScan *) n->ss.ps.plan;
+
+	/*
+	 * The index conditions are evaluated on the row only when the index asks for a recheck
+	 * (ExecIndexScan; an EvalPlanQual recheck reads a whole row fetched otherwise): a B-tree
+	 * never does, so their columns need not be copied (an index nested loop's probe would copy
+	 * its join keys for every row it fetches)
+	 */
+	bool		lossless = n->iss_RelationDesc != NULL &&
+		n->iss_RelationDesc->rd_rel->relam == BTREE_AM_OID && plan->indexorderbyorig == NIL;
+	bool	   *mask = node_columns(&n->ss.ps, plan->scan.scanrelid,
+									lossless ? NIL : plan->indexqualorig,
+									plan->indexorderbyorig, natts);
+
+	if (mask == NULL)
+	{
+		mask = palloc(sizeof(bool) * Max(natts, 1));
+		memset(mask, true, sizeof(bool) * Max(natts, 1));
+	}
+	return mask;
+}
+
+/*
+ * Runs a scan node's first ExecProcNode call with `mask` as the columns its index fetch takes
+ * when the node begins its index scan (PostgreSQL begins it lazily, inside that call): a
+ * statement that fetches one row (most of TPC-C) copies only what it reads. The runtime keys
+ * are computed first, as the node would (they may run subplans, whose own index scans must not
+ * take the columns); nothing else begins an index fetch before the node's own. The pending
+ * columns are withdrawn when the call returns or fails (an EvalPlanQual recheck never begins
+ * the scan).
+ */
+static TupleTableSlot *
+first_call_with_columns(PlanState *ps, ExecProcNodeMtd exec, Relation rel, bool *mask,
+						int natts, bool keys_pending)
+{
+	TupleTableSlot *volatile r = NULL;
+
+	if (keys_pending)
+		ExecReScan(ps);
+	scoot_index_fetch_pending_columns(RelationGetRelid(rel), mask, natts);
+	PG_TRY();
+	{
+		r = exec(ps);
+	}
+	PG_FINALLY();
+	{
+		scoot_index_fetch_pending_columns(InvalidOid, NULL, 0);
+	}
+	PG_END_TRY();
+	return r;
+}
+
+/* ExecIndexScan, with the fetch's columns set when the node begins its index scan */
 static TupleTableSlot *
 scoot_index_scan_exec(PlanState *ps)
 {
 	IndexScanState *n = (IndexScanState *) ps;
-	TupleTableSlot *r = index_scan_exec(ps);
+	TupleTableSlot *r;
+	int			natts = RelationGetDescr(n->ss.ss_currentRelation)->natts;
 
+	if (n->iss_ScanDesc == NULL)
+	{
+		bool	   *mask = index_scan_mask(n, natts);
+
+		r = first_call_with_columns(ps, index_scan_exec, n->ss.ss_currentRelation, mask, natts,
+									n->iss_NumRuntimeKeys != 0 && !n->iss_RuntimeKeysReady);
+		pfree(mask);
+	}
+	else
+		r = index_scan_exec(ps);
+	/* a scan begun otherwise (a rescan's ExecReScan never begins one; kept as a safety net) */
 	if (n->iss_ScanDesc != NULL && n->iss_ScanDesc->xs_heapfetch != NULL &&
 		!scoot_index_fetch_columns_set(n->iss_ScanDesc->xs_heapfetch))
 	{
-		IndexScan  *plan = (IndexScan *) ps->plan;
-		int			natts = RelationGetDescr(n->ss.ss_currentRelation)->natts;
+		bool	   *mask = index_scan_mask(n, natts);
 
-		/*
-		 * The index conditions are evaluated on the row only when the index asks for a recheck
-		 * (ExecIndexScan; an EvalPlanQual recheck reads a whole row fetched otherwise): a
-		 * B-tree never does, so their columns need not be copied (an index nested loop's probe
-		 * would copy its join keys for every row it fetches)
-		 */
-		bool		lossless = n->iss_RelationDesc != NULL &&
-			n->iss_RelationDesc->rd_rel->relam == BTREE_AM_OID && plan->indexorderbyorig == NIL;
-		bool	   *mask = node_columns(ps, plan->scan.scanrelid,
-										lossless ? NIL : plan->indexqualorig,
-										plan->indexorderbyorig, natts);
-
-		if (mask == NULL)
-		{
-			mask = palloc(sizeof(bool) * Max(natts, 1));
-			memset(mask, true, sizeof(bool) * Max(natts, 1));
-		}
 		scoot_index_fetch_set_columns(n->iss_ScanDesc->xs_heapfetch, mask, natts);
 		pfree(mask);
 	}
@@ -2344,25 +2395,35 @@ scoot_index_scan_exec(PlanState *ps)
 }
 
 /*
- * ExecIndexOnlyScan, then the fetch's columns: none. An index-only scan fetches a scoot row only
- * to learn whether it is visible (a scoot table has no visibility map) and clears the table
- * slot at once; its values come from the index tuple.
+ * ExecIndexOnlyScan, with the fetch's columns (none) set when the node begins its index scan. An
+ * index-only scan fetches a scoot row only to learn whether it is visible (a scoot table has no
+ * visibility map) and clears the table slot at once; its values come from the index tuple.
  */
 static TupleTableSlot *
 scoot_index_only_scan_exec(PlanState *ps)
 {
 	IndexOnlyScanState *n = (IndexOnlyScanState *) ps;
-	TupleTableSlot *r = index_only_scan_exec(ps);
+	TupleTableSlot *r;
+	int			natts = RelationGetDescr(n->ss.ss_currentRelation)->natts;
+	bool	   *mask = NULL;
 
+	if (n->ioss_ScanDesc == NULL)
+	{
+		mask = palloc0(sizeof(bool) * Max(natts, 1));
+		r = first_call_with_columns(ps, index_only_scan_exec, n->ss.ss_currentRelation, mask,
+									natts, n->ioss_NumRuntimeKeys != 0 && !n->ioss_RuntimeKeysReady);
+	}
+	else
+		r = index_only_scan_exec(ps);
 	if (n->ioss_ScanDesc != NULL && n->ioss_ScanDesc->xs_heapfetch != NULL &&
 		!scoot_index_fetch_columns_set(n->ioss_ScanDesc->xs_heapfetch))
 	{
-		int			natts = RelationGetDescr(n->ss.ss_currentRelation)->natts;
-		bool	   *mask = palloc0(sizeof(bool) * Max(natts, 1));
-
+		if (mask == NULL)
+			mask = palloc0(sizeof(bool) * Max(natts, 1));
 		scoot_index_fetch_set_columns(n->ioss_ScanDesc->xs_heapfetch, mask, natts);
-		pfree(mask);
 	}
+	if (mask != NULL)
+		pfree(mask);
 	return r;
 }
 

@@ -90,6 +90,24 @@ pub unsafe extern "C" fn scoot_index_fetch_set_columns(
     }
 }
 
+/// The next index fetch begun on table `relid` reads only the columns whose `mask` entry is set
+/// (an index scan node's first call, which begins its scan); `InvalidOid` withdraws it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_index_fetch_pending_columns(
+    relid: pg_sys::Oid,
+    mask: *const bool,
+    natts: i32,
+) {
+    unsafe {
+        if relid == pg_sys::InvalidOid || mask.is_null() {
+            am::index::set_pending_columns(None);
+        } else {
+            let m = std::slice::from_raw_parts(mask, natts.max(0) as usize);
+            am::index::set_pending_columns(Some((relid, m.to_vec())));
+        }
+    }
+}
+
 /// Has [`scoot_index_fetch_set_columns`] been called on `fetch`?
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn scoot_index_fetch_columns_set(
