@@ -10,6 +10,9 @@ fn main() {
     println!("cargo:rerun-if-changed=src/exec/customagg.c");
     println!("cargo:rerun-if-changed=src/exec/custompreagg.c");
     println!("cargo:rerun-if-changed=src/exec/aggnode.h");
+    // set by scripts/lib.sh: clones share one build cache, and the files above count as changed
+    // only when newer than the last run of this script, whichever clone ran it
+    println!("cargo:rerun-if-env-changed=SCOOT_C_DIGEST");
     println!("cargo:rerun-if-env-changed=PGRX_PG_CONFIG_PATH");
     println!("cargo:rerun-if-env-changed=PG_CONFIG");
     let pg_config = std::env::var("PGRX_PG_CONFIG_PATH")

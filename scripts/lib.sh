@@ -31,6 +31,13 @@ export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-0}
 # one build cache per machine, shared by every clone: a fresh clone (CI) compiles only pg_scoot
 # itself, not its ~300 dependencies again (cargo's fingerprints keep each clone's build apart)
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pg_scoot/target}
+# ... except for build.rs's C objects: its output directory is one for every clone, and cargo
+# reruns it only for C files newer than its last run, whichever clone ran it: C edited in one
+# clone before another clone's build went uncompiled. Their digest makes build.rs run again
+# whenever the C differs from the last build's.
+SCOOT_C_DIGEST=$(cat "$SCOOT_REPO"/src/ffi/*.c "$SCOOT_REPO"/src/exec/*.c "$SCOOT_REPO"/src/exec/*.h \
+  2>/dev/null | sha1sum | cut -c1-40)
+export SCOOT_C_DIGEST
 unset _d
 
 _scoot_t0=${_scoot_t0:-$SECONDS}
