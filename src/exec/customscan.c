@@ -2412,40 +2412,44 @@ first_call_with_columns(PlanState *ps, ExecProcNodeMtd exec, Relation rel, bool 
 	return r;
 }
 
-/* ExecIndexScan, with the fetch's columns set when the node begins its index scan */
+/*
+ * ExecIndexScan, with the fetch's columns set when the node begins its index scan. A parallel
+ * index scan is begun before the node's first call (ExecIndexScanInitializeDSM / Worker): its
+ * fetch gets them after the call that finds it without them.
+ */
 static TupleTableSlot *
 scoot_index_scan_exec(PlanState *ps)
 {
 	IndexScanState *n = (IndexScanState *) ps;
 	TupleTableSlot *r;
 	int			natts = RelationGetDescr(n->ss.ss_currentRelation)->natts;
+	bool	   *mask = NULL;
 
 	if (n->iss_ScanDesc == NULL)
 	{
-		bool	   *mask = index_scan_mask(n, natts);
-
+		mask = index_scan_mask(n, natts);
 		r = first_call_with_columns(ps, index_scan_exec, n->ss.ss_currentRelation, mask, natts,
 									n->iss_NumRuntimeKeys != 0 && !n->iss_RuntimeKeysReady);
-		pfree(mask);
 	}
 	else
 		r = index_scan_exec(ps);
-	/* a scan begun otherwise (a rescan's ExecReScan never begins one; kept as a safety net) */
 	if (n->iss_ScanDesc != NULL && n->iss_ScanDesc->xs_heapfetch != NULL &&
 		!scoot_index_fetch_columns_set(n->iss_ScanDesc->xs_heapfetch))
 	{
-		bool	   *mask = index_scan_mask(n, natts);
-
+		if (mask == NULL)
+			mask = index_scan_mask(n, natts);
 		scoot_index_fetch_set_columns(n->iss_ScanDesc->xs_heapfetch, mask, natts);
-		pfree(mask);
 	}
+	if (mask != NULL)
+		pfree(mask);
 	return r;
 }
 
 /*
- * ExecIndexOnlyScan, with the fetch's columns (none) set when the node begins its index scan. An
- * index-only scan fetches a scoot row only to learn whether it is visible (a scoot table has no
- * visibility map) and clears the table slot at once; its values come from the index tuple.
+ * ExecIndexOnlyScan, with the fetch's columns (none) set when the node begins its index scan, as
+ * for index scans. An index-only scan fetches a scoot row only to learn whether it is visible (a
+ * scoot table has no visibility map) and clears the table slot at once; its values come from the
+ * index tuple.
  */
 static TupleTableSlot *
 scoot_index_only_scan_exec(PlanState *ps)
