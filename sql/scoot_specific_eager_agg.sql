@@ -218,14 +218,20 @@ SET LOCAL scoot.olap = on;
 SELECT ea_check(60, 0.7);
 COMMIT;
 
--- the engine cannot answer a NaN: the node runs its child, the plain scan (EXPLAIN ANALYZE
--- names the reason) and the sums above are still exact
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
-SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND o.cust < 3 GROUP BY o.cust;
+-- the engine cannot answer a NaN: the node runs its child, PostgreSQL's hash aggregation of the
+-- plain scan by the same keys (EXPLAIN ANALYZE names the reason; the node's rows are the same
+-- groups), and the sums above are still exact
+CREATE FUNCTION ea_analyze(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE l text;
+BEGIN
+  FOR l IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
+    RETURN NEXT regexp_replace(l, '  Memory Usage: \d+kB', '');
+  END LOOP;
+END $$;
+SELECT * FROM ea_analyze('SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND o.cust < 3 GROUP BY o.cust');
 INSERT INTO ea_f (id, o, d, w, n) VALUES (30001, 1, 1, 1, 'NaN');
 INSERT INTO ea_fh (id, o, d, w, n) VALUES (30001, 1, 1, 1, 'NaN');
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
-SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND o.cust < 3 GROUP BY o.cust;
+SELECT * FROM ea_analyze('SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND o.cust < 3 GROUP BY o.cust');
 SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d AND o.cust < 40 GROUP BY o.cust ORDER BY 1;
 SELECT o.cust, sum(f.n) FROM ea_oh o, ea_fh f WHERE f.o = o.o AND f.d = o.d AND o.cust < 40 GROUP BY o.cust ORDER BY 1;
 DELETE FROM ea_f WHERE id = 30001;
@@ -456,6 +462,7 @@ DROP VIEW ea_rev, ea_revh, ea_rev2, ea_rev2h;
 DROP TABLE ea_dk, ea_dkh;
 DROP FUNCTION ea_shared(text);
 DROP FUNCTION ea_nodes(text);
+DROP FUNCTION ea_analyze(text);
 
 DROP FUNCTION ea_check(int, float8);
 DROP TABLE ea_k, ea_kh;

@@ -38,15 +38,17 @@
  *
  * The node's scan row is the group key columns then the partial aggregates, each in the column
  * of F it aggregates (custom_scan_tlist: plain Vars of F, so every expression above reads them
- * unchanged). It carries F's plain scan as its child and runs that instead, from the start, when
- * the engine cannot answer exactly (a block storing a column in another form, a NaN, an
- * overflow): the child's rows are F's rows, which the aggregates above sum just as well.
+ * unchanged). It carries PostgreSQL's hash aggregation of F's plain scan by the same keys as its
+ * child and runs that instead, from the start, when the engine cannot answer exactly (a block
+ * storing a column in another form, a NaN, an overflow): the node's rows are then the same groups
+ * computed by PostgreSQL, unique on the keys either way.
  */
 #include "postgres.h"
 
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/pg_aggregate.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
@@ -68,6 +70,9 @@
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "utils/selfuncs.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+#include "parser/parse_func.h"
 
 #include "aggnode.h"
 
@@ -88,6 +93,9 @@ void		scoot_install_custom_preagg(void);
 static Plan *preagg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 							  List *tlist, List *clauses, List *custom_plans);
 static Node *preagg_create_state(CustomScan *cscan);
+static Oid	hash_eq_op(Oid typ);
+static Oid	builtin_agg(const char *kind, Oid typ, Oid *transtype);
+static Plan *fallback_agg(Plan *scan, List *cols, int nkeys, List *kinds, double groups);
 static void preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es);
 
 static const CustomPathMethods preagg_path_methods = {
@@ -620,11 +628,18 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 	/* no keys: one group even over no rows, where the join would have had none */
 	if (aggs == NIL || keys == NIL || key_words > 4)
 		return;
+	/* the fallback groups with PostgreSQL's hash aggregation: keys it can hash */
+	foreach(lc, keys)
+		if (!OidIsValid(hash_eq_op(((Var *) lfirst(lc))->vartype)))
+			return;
 	foreach(lc, aggs)
 	{
 		Var		   *v = lfirst(lc);
 		char		u = cx.use[v->varattno];
 		char	   *kind = u == USE_SUM ? "sum" : u == USE_MIN ? "min" : "max";
+
+		if (!OidIsValid(builtin_agg(kind, v->vartype, NULL)))
+			return;
 
 		appendStringInfo(&spec, "A %s v%d:%s\n", kind, v->varattno,
 						 scoot_agg_type_code(v->vartype, v->vartypmod, false));
@@ -701,8 +716,17 @@ preagg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 		child_tlist = lappend(child_tlist, makeTargetEntry(copyObject(lfirst(lc)), resno, NULL, false));
 		resno++;
 	}
-	/* the fallback produces the node's scan row */
+	/* the plain scan reads the key and aggregated columns */
 	child->targetlist = child_tlist;
+	/*
+	 * the fallback groups the scan's rows itself, with PostgreSQL's hash aggregation, and
+	 * produces the node's scan row: the node's rows are unique on the keys either way (what
+	 * ScootUniqueGroups above relies on)
+	 */
+	custom_plans = list_make1(fallback_agg(child, cols,
+										   intVal(lthird(best_path->custom_private)),
+										   (List *) list_nth(best_path->custom_private, 4),
+										   best_path->path.rows));
 
 	cs->methods = &preagg_scan_methods;
 	cs->scan.plan.targetlist = tlist;
@@ -716,6 +740,110 @@ preagg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 									lfourth(best_path->custom_private),
 									list_nth(best_path->custom_private, 4));
 	return &cs->scan.plan;
+}
+
+/* The hashable equality operator grouping a key of type `typ` (InvalidOid: none) */
+static Oid
+hash_eq_op(Oid typ)
+{
+	TypeCacheEntry *tc = lookup_type_cache(typ, TYPECACHE_EQ_OPR);
+
+	if (!OidIsValid(tc->eq_opr) || !op_hashjoinable(tc->eq_opr, typ))
+		return InvalidOid;
+	return tc->eq_opr;
+}
+
+/* pg_catalog's aggregate `kind` (sum, min, max) over `typ`, and its transition type */
+static Oid
+builtin_agg(const char *kind, Oid typ, Oid *transtype)
+{
+	List	   *name = list_make2(makeString("pg_catalog"), makeString(pstrdup(kind)));
+	Oid			fn = LookupFuncName(name, 1, &typ, true);
+	HeapTuple	tup;
+
+	if (!OidIsValid(fn) && typ == VARCHAROID)
+	{
+		Oid			text = TEXTOID;
+
+		fn = LookupFuncName(name, 1, &text, true);
+	}
+	if (!OidIsValid(fn))
+		return InvalidOid;
+	tup = SearchSysCache1(AGGFNOID, ObjectIdGetDatum(fn));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	if (transtype != NULL)
+		*transtype = ((Form_pg_aggregate) GETSTRUCT(tup))->aggtranstype;
+	ReleaseSysCache(tup);
+	return fn;
+}
+
+/*
+ * The fallback plan: a hashed Agg over F's plain scan (whose targetlist is `cols`: the keys, then
+ * the aggregated columns) grouping by the keys, with each aggregated column's sum, min or max in
+ * its place.
+ */
+static Plan *
+fallback_agg(Plan *scan, List *cols, int nkeys, List *kinds, double groups)
+{
+	Agg		   *agg = makeNode(Agg);
+	List	   *tlist = NIL;
+	ListCell   *lc;
+	int			i = 0;
+
+	agg->aggstrategy = AGG_HASHED;
+	agg->aggsplit = AGGSPLIT_SIMPLE;
+	agg->numCols = nkeys;
+	agg->grpColIdx = palloc(sizeof(AttrNumber) * nkeys);
+	agg->grpOperators = palloc(sizeof(Oid) * nkeys);
+	agg->grpCollations = palloc(sizeof(Oid) * nkeys);
+	agg->numGroups = (long) Max(groups, 1.0);
+	foreach(lc, cols)
+	{
+		Var		   *v = lfirst(lc);
+		Expr	   *e;
+
+		if (i < nkeys)
+		{
+			agg->grpColIdx[i] = i + 1;
+			agg->grpOperators[i] = hash_eq_op(v->vartype);
+			agg->grpCollations[i] = v->varcollid;
+			if (!OidIsValid(agg->grpOperators[i]))
+				elog(ERROR, "scoot: no hashable equality for a ScootPreAgg key");
+			e = (Expr *) copyObject(v);
+		}
+		else
+		{
+			Aggref	   *a = makeNode(Aggref);
+			Oid			transtype = InvalidOid;
+
+			a->aggfnoid = builtin_agg(strVal(list_nth(kinds, i - nkeys)), v->vartype, &transtype);
+			if (!OidIsValid(a->aggfnoid))
+				elog(ERROR, "scoot: no aggregate for a ScootPreAgg column");
+			a->aggtype = get_func_rettype(a->aggfnoid);
+			a->aggcollid = type_is_collatable(a->aggtype) ? v->varcollid : InvalidOid;
+			a->inputcollid = v->varcollid;
+			a->aggtranstype = transtype;
+			a->aggargtypes = list_make1_oid(v->vartype);
+			a->args = list_make1(makeTargetEntry((Expr *) copyObject(v), 1, NULL, false));
+			a->aggkind = AGGKIND_NORMAL;
+			a->aggsplit = AGGSPLIT_SIMPLE;
+			a->aggno = a->aggtransno = i - nkeys;
+			a->location = -1;
+			e = (Expr *) a;
+		}
+		tlist = lappend(tlist, makeTargetEntry(e, i + 1, NULL, false));
+		i++;
+	}
+	agg->plan.targetlist = tlist;
+	agg->plan.lefttree = scan;
+	agg->plan.startup_cost = scan->total_cost + scan->plan_rows * cpu_operator_cost * (nkeys + 1);
+	agg->plan.total_cost = agg->plan.startup_cost + groups * cpu_tuple_cost;
+	agg->plan.plan_rows = groups;
+	agg->plan.plan_width = scan->plan_width;
+	agg->plan.parallel_aware = false;
+	agg->plan.parallel_safe = scan->parallel_safe;
+	return &agg->plan;
 }
 
 static Node *
