@@ -9,6 +9,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/exec/customscan.c");
     println!("cargo:rerun-if-changed=src/exec/customagg.c");
     println!("cargo:rerun-if-changed=src/exec/custompreagg.c");
+    println!("cargo:rerun-if-changed=src/exec/customunique.c");
     println!("cargo:rerun-if-changed=src/exec/aggnode.h");
     // set by scripts/lib.sh: clones share one build cache, and the files above count as changed
     // only when newer than the last run of this script, whichever clone ran it
@@ -32,6 +33,7 @@ fn main() {
         .file("src/exec/customscan.c")
         .file("src/exec/customagg.c")
         .file("src/exec/custompreagg.c")
+        .file("src/exec/customunique.c")
         .include(&inc)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-missing-field-initializers")

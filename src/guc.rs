@@ -64,6 +64,9 @@ pub static AGG_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// table's columns reads that table pre-aggregated by the columns the joins and groups need
 /// (`exec/custompreagg.c`).
 pub static EAGER_AGG: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `scoot.unique_groups`: the final aggregation of a query whose groups are provably one input
+/// row each is computed per row (ScootUniqueGroups, `exec/customunique.c`).
+pub static UNIQUE_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.eager_agg_min_group_size`: eager aggregation only where the planner expects at least
 /// this many rows per pre-aggregated group.
 pub static EAGER_AGG_MIN_GROUP: GucSetting<f64> = GucSetting::<f64>::new(2.0);
@@ -143,6 +146,14 @@ pub fn define() {
         c"Join queries aggregate a scoot table's rows before the joins where that is exact (needs scoot.custom_scan and scoot.agg_pushdown).",
         c"When every aggregate of a query is a sum of a numeric column, or a min or max, and the summed columns of one scoot table are used nowhere else, that table is read as one row per group of the columns the joins, groups and output need, with the sums, minima and maxima of its group (EXPLAIN: Custom Scan (ScootPreAgg)); the joins and PostgreSQL's aggregate above then handle fewer rows. The inner side of an EXISTS / NOT EXISTS that compares one of its columns by <, <=, > or >= (the others by equality) is read as one row per group with that column's max or min, likewise. Off: every row goes to the joins.",
         &EAGER_AGG,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.unique_groups",
+        c"Aggregate queries over scoot tables whose groups are provably one row each skip the hash table (needs scoot.custom_scan and scoot.agg_pushdown).",
+        c"When the GROUP BY columns determine a unique key of every table the query joins (inner joins only; a ScootPreAgg's groups are unique on their keys), each group is one joined row: ScootUniqueGroups computes sum, min, max and count from that row, then HAVING and the output, instead of PostgreSQL's Agg. Off: PostgreSQL's Agg.",
+        &UNIQUE_GROUPS,
         GucContext::Userset,
         GucFlags::default(),
     );

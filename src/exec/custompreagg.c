@@ -934,3 +934,17 @@ scoot_install_custom_preagg(void)
 {
 	RegisterCustomScanMethods(&preagg_scan_methods);
 }
+
+/*
+ * The key columns (Vars) a ScootPreAgg path's rows are unique on, or NIL when `p` is not one
+ * (customunique.c): the engine's groups, or the same groups from its fallback aggregation.
+ */
+List *
+scoot_preagg_path_keys(Path *p)
+{
+	CustomPath *cp = (CustomPath *) p;
+
+	if (p == NULL || !IsA(p, CustomPath) || cp->methods != &preagg_path_methods)
+		return NIL;
+	return list_copy_head((List *) lsecond(cp->custom_private), intVal(lthird(cp->custom_private)));
+}

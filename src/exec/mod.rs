@@ -3,6 +3,10 @@
 //! `custompreagg.c` is ScootPreAgg, eager aggregation: a scoot table read below joins as one row
 //! per group with partial sums, minima and maxima, computed by the same engine (`agg.rs`).
 //!
+//! `customunique.c` is ScootUniqueGroups: the final aggregation of groups proved to be one input
+//! row each (typically a join of pre-aggregated groups to tables by their unique keys) computed
+//! per row, without a hash table.
+//!
 //! `customagg.c` + `agg.rs` are ScootAgg, aggregate pushdown (count/sum/avg/min/max with or
 //! without GROUP BY computed a block at a time on the column regions).
 //!
@@ -21,6 +25,7 @@ unsafe extern "C" {
     fn scoot_install_custom_scan();
     fn scoot_install_custom_agg();
     fn scoot_install_custom_preagg();
+    fn scoot_install_custom_unique();
 }
 
 /// Registers the custom scan and its planner hook (`_PG_init`, preloaded only).
@@ -29,6 +34,7 @@ pub fn install() {
         scoot_install_custom_scan();
         scoot_install_custom_agg();
         scoot_install_custom_preagg();
+        scoot_install_custom_unique();
     }
 }
 
@@ -36,6 +42,12 @@ pub fn install() {
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_agg_pushdown_enabled() -> bool {
     guc::AGG_PUSHDOWN.get()
+}
+
+/// May the planner replace the final aggregation of one-row groups (`scoot.unique_groups`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_unique_groups_enabled() -> bool {
+    scoot_custom_scan_enabled() && guc::AGG_PUSHDOWN.get() && guc::UNIQUE_GROUPS.get()
 }
 
 /// Does the planner offer ScootScan paths (`scoot.custom_scan`)?

@@ -1,0 +1,246 @@
+-- ScootUniqueGroups: the final aggregation of a query whose groups are provably one input row
+-- each (the GROUP BY columns determine a unique key of every joined table; a ScootPreAgg's
+-- groups are unique on their keys) is computed per row instead of by PostgreSQL's Agg. Which
+-- queries it applies to (EXPLAIN names the key that proves each table), which it must leave
+-- alone because a group may hold several rows (a non-unique or nullable key, a deferrable or
+-- partial unique index, outer and semi joins, unsupported aggregates), the ScootPreAgg fallback
+-- underneath, and a differential check: every query answers as on heap copies and with
+-- scoot.unique_groups = off.
+SET client_min_messages = notice;
+SET jit = off;
+SET max_parallel_workers_per_gather = 0;
+
+CREATE TABLE ug_c (w int, d int, id int, name text, city varchar(12), nick text,
+                   PRIMARY KEY (w, d, id)) USING scoot;
+CREATE TABLE ug_o (w int, d int, id int, cust int, placed date, note text, cnt int2,
+                   PRIMARY KEY (w, d, id)) USING scoot;
+CREATE TABLE ug_l (w int, d int, o int, n numeric(12,2), i int, b bigint, f float8, s int2)
+  USING scoot;
+CREATE TABLE ug_ch (LIKE ug_c INCLUDING INDEXES) USING heap;
+CREATE TABLE ug_oh (LIKE ug_o INCLUDING INDEXES) USING heap;
+CREATE TABLE ug_lh (LIKE ug_l) USING heap;
+INSERT INTO ug_ch
+SELECT 1, d, id, 'name' || (id % 40), 'city' || (id % 7), CASE WHEN id % 5 = 0 THEN NULL ELSE 'n' || id END
+FROM generate_series(1, 4) d, generate_series(1, 300) id;
+INSERT INTO ug_oh
+SELECT 1, d, id, 1 + (id * 7) % 300, date '2024-01-01' + id % 40,
+       CASE WHEN id % 3 = 0 THEN NULL ELSE 'note' || (id % 9) END, (id % 12)::int2
+FROM generate_series(1, 4) d, generate_series(1, 1500) id;
+INSERT INTO ug_lh
+SELECT 1, d, o, CASE WHEN (o + k) % 17 = 0 THEN NULL ELSE ((o * 31 + k * 7) % 10000) / 100.0 END,
+       CASE WHEN k = 3 THEN NULL ELSE (o * k) % 1000 END, o::bigint * 1000000007,
+       (o + k) / 4.0, (k * 1000)::int2
+FROM generate_series(1, 4) d, generate_series(1, 1500) o, generate_series(1, 1 + o % 9) k;
+INSERT INTO ug_c SELECT * FROM ug_ch;
+INSERT INTO ug_o SELECT * FROM ug_oh;
+INSERT INTO ug_l SELECT * FROM ug_lh;
+UPDATE ug_l SET n = n + 1 WHERE o % 10 = 0;
+UPDATE ug_lh SET n = n + 1 WHERE o % 10 = 0;
+DELETE FROM ug_l WHERE o % 97 = 0;
+DELETE FROM ug_lh WHERE o % 97 = 0;
+ANALYZE ug_c, ug_o, ug_l, ug_ch, ug_oh, ug_lh;
+
+-- the statement that computes q's answer (an md5 of its sorted rows and their count)
+CREATE FUNCTION ug_wrap(q text) RETURNS text LANGUAGE sql AS $$
+  SELECT format('SELECT md5(coalesce(string_agg(x::text, ''|'' ORDER BY x::text), '''')) || '' '' || count(*) FROM (%s) x', q)
+$$;
+CREATE FUNCTION ug_run(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  EXECUTE ug_wrap(q) INTO r;
+  RETURN r;
+EXCEPTION WHEN OTHERS THEN
+  RETURN 'ERROR: ' || SQLERRM;
+END $$;
+-- whether the plan computing q's answer has the node, after raising unless q answers as on
+-- heap (hq) and with scoot.unique_groups = off
+CREATE FUNCTION ug_agree(q text, hq text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r_s text; r_h text; r_off text; p text; used bool := false;
+BEGIN
+  FOR p IN EXECUTE 'EXPLAIN (COSTS OFF) ' || ug_wrap(q) LOOP
+    used := used OR p LIKE '%ScootUniqueGroups%';
+  END LOOP;
+  r_s := ug_run(q);
+  r_h := ug_run(hq);
+  SET LOCAL scoot.unique_groups = off;
+  r_off := ug_run(q);
+  SET LOCAL scoot.unique_groups = on;
+  IF r_s <> r_h OR r_s <> r_off OR r_s LIKE 'ERROR%' THEN
+    RAISE EXCEPTION 'query % differs: scoot % heap % off %', q, r_s, r_h, r_off;
+  END IF;
+  RETURN CASE WHEN used THEN 'one row per group' ELSE 'PostgreSQL''s Agg' END || ', rows ' ||
+         split_part(r_s, ' ', 2);
+END $$;
+-- q on scoot tables and on their heap copies
+CREATE FUNCTION ug_check(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN ug_agree(q, replace(replace(replace(q, 'ug_c ', 'ug_ch '), 'ug_o ', 'ug_oh '), 'ug_l ', 'ug_lh '));
+END $$;
+
+-- CH-benCHmark Q18's shape: order lines grouped per order below the joins, orders and customers
+-- joined by their primary keys: each final group is one joined row
+EXPLAIN (COSTS OFF)
+SELECT c.name, o.id, o.placed, o.cnt, sum(l.n)
+FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name, o.placed, o.cnt
+HAVING sum(l.n) > 200 ORDER BY sum(l.n) DESC, o.placed, o.id, o.d LIMIT 8;
+SELECT c.name, o.id, o.placed, o.cnt, sum(l.n)
+FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name, o.placed, o.cnt
+HAVING sum(l.n) > 200 ORDER BY sum(l.n) DESC, o.placed, o.id, o.d LIMIT 8;
+SET scoot.unique_groups = off;
+SELECT c.name, o.id, o.placed, o.cnt, sum(l.n)
+FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name, o.placed, o.cnt
+HAVING sum(l.n) > 200 ORDER BY sum(l.n) DESC, o.placed, o.id, o.d LIMIT 8;
+RESET scoot.unique_groups;
+
+-- the differential check, and which plan each query gets
+SELECT ug_check($q$
+SELECT c.name, o.id, o.d, sum(l.n) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name HAVING sum(l.n) > 200$q$);
+-- every supported aggregate, and expressions over them, on orders joined to customers by
+-- primary keys: sum of int2 / int4 / bigint / float8 (bigint, numeric and float8 results), min,
+-- max, count(*), count of a nullable column; HAVING on counts and grouped columns
+SELECT ug_check($q$
+SELECT o.id, o.d, sum(o.cnt) * 2 AS twice, count(*), count(o.note), count(c.nick), sum(o.cnt),
+       sum(c.id), sum(o.id::bigint * 1000000007), sum(o.cnt / 3.0::float8), min(c.nick),
+       max(c.city), max(o.placed), min(o.note), pg_typeof(sum(o.cnt))::text,
+       pg_typeof(sum(o.id::bigint))::text
+FROM ug_c c, ug_o o
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d
+GROUP BY o.w, o.d, o.id HAVING count(*) = 1 AND o.id % 3 = 1 AND count(o.note) > 0$q$);
+-- ... and over the pre-aggregated order lines: sums of numeric, minima and maxima
+SELECT ug_check($q$
+SELECT o.id, o.d, sum(l.n), min(l.i), max(l.b), sum(l.n) - min(l.i), max(o.note)
+FROM ug_o o, ug_l l WHERE l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.w, o.d, o.id HAVING min(l.i) IS NOT NULL AND o.id % 3 = 0 AND sum(l.n) > 10$q$);
+-- a constant instead of a grouped column: o.w = 1 is known in every row
+SELECT ug_check($q$
+SELECT o.id, o.d, sum(l.n) FROM ug_o o, ug_l l
+WHERE l.w = o.w AND l.d = o.d AND l.o = o.id AND o.w = 1
+GROUP BY o.d, o.id$q$);
+-- one table grouped by its primary key
+SELECT ug_check($q$
+SELECT w, d, id, sum(cnt), max(note), count(note) FROM ug_o  GROUP BY w, d, id HAVING sum(cnt) > 5$q$);
+-- the customer determined through the order (o.cust = c.id), grouped by the order only
+SELECT ug_check($q$
+SELECT o.id, o.d, max(c.name), sum(l.n) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.w, o.d, o.id$q$);
+
+-- groups that may hold several rows keep PostgreSQL's Agg: a key not determined (the district)
+SELECT ug_check($q$
+SELECT o.id, sum(l.n) FROM ug_o o, ug_l l WHERE l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.w, o.id$q$);
+-- ... several orders per customer
+SELECT ug_check($q$
+SELECT c.id, c.d, sum(l.n) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY c.w, c.d, c.id$q$);
+-- ... order lines not pre-aggregated (an aggregate ScootPreAgg cannot take: count(l.i))
+SELECT ug_check($q$
+SELECT o.id, o.d, sum(l.n), count(l.i) FROM ug_o o, ug_l l WHERE l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.w, o.d, o.id$q$);
+-- ... an aggregate without a one-row form (avg), a DISTINCT or FILTER aggregate
+SELECT ug_check($q$
+SELECT w, d, id, avg(cnt) FROM ug_o  GROUP BY w, d, id$q$);
+SELECT ug_check($q$
+SELECT w, d, id, count(DISTINCT cnt), sum(cnt) FILTER (WHERE cnt > 3) FROM ug_o  GROUP BY w, d, id$q$);
+-- ... an outer join and a semi join
+SELECT ug_check($q$
+SELECT o.id, o.d, sum(l.n) FROM ug_o o LEFT JOIN ug_l l ON l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.w, o.d, o.id$q$);
+SELECT ug_check($q$
+SELECT w, d, id, sum(cnt) FROM ug_o o WHERE EXISTS (SELECT 1 FROM ug_c c WHERE c.id = o.cust)
+GROUP BY w, d, id$q$);
+-- ... grouped by an expression of the key, not the key
+SELECT ug_check($q$
+SELECT id + 0, sum(cnt) FROM ug_o  WHERE w = 1 AND d = 1 GROUP BY id + 0$q$);
+
+-- unique indexes that do not make a row unique per group: on a nullable column (NULLs repeat),
+-- deferrable (checked at commit), partial; a NOT NULL unique index does. Each table is joined
+-- to customers by a column it determines, so that a wrong proof would emit a group per row.
+CREATE TABLE ug_u (k int, nk int UNIQUE, dk int UNIQUE DEFERRABLE INITIALLY DEFERRED, pk int, v int,
+                   nn int NOT NULL) USING scoot;
+CREATE UNIQUE INDEX ug_u_pk ON ug_u (pk) WHERE pk > 0;
+CREATE UNIQUE INDEX ug_u_nn ON ug_u (nn);
+CREATE TABLE ug_uh (LIKE ug_u INCLUDING INDEXES) USING heap;
+INSERT INTO ug_u SELECT i, CASE WHEN i % 3 = 0 THEN NULL ELSE i END, i, CASE WHEN i % 4 = 0 THEN -i ELSE i END, i % 7, i
+FROM generate_series(1, 300) i;
+UPDATE ug_u SET pk = -1 WHERE pk < 0;
+INSERT INTO ug_uh SELECT * FROM ug_u;
+ANALYZE ug_u, ug_uh;
+CREATE FUNCTION ug_ucheck(col text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE q text := format('SELECT u.%s, sum(u.v), count(*), max(c.name) FROM ug_u u, ug_c c
+  WHERE c.w = 1 AND c.d = 1 AND c.id = u.k GROUP BY u.%s', col, col);
+BEGIN
+  RETURN col || ': ' || ug_agree(q, replace(replace(q, 'ug_u ', 'ug_uh '), 'ug_c ', 'ug_ch '));
+END $$;
+SELECT ug_ucheck('nk');
+SELECT ug_ucheck('pk');
+SELECT ug_ucheck('nn');
+BEGIN;
+UPDATE ug_u SET dk = 1 WHERE k = 2;
+UPDATE ug_uh SET dk = 1 WHERE k = 2;
+SELECT ug_ucheck('dk');
+ROLLBACK;
+DROP FUNCTION ug_ucheck(text);
+
+-- the pre-aggregated groups computed by PostgreSQL (the engine cannot answer a NaN): still
+-- unique per order, and the answer is exact
+UPDATE ug_l SET f = 'NaN', n = 'NaN' WHERE o = 7 AND d = 1;
+UPDATE ug_lh SET f = 'NaN', n = 'NaN' WHERE o = 7 AND d = 1;
+SELECT ug_check($q$
+SELECT c.name, o.id, o.d, sum(l.n) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name$q$);
+SELECT c.name, o.id, o.d, sum(l.n) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+  AND o.id = 7
+GROUP BY o.id, o.w, o.d, c.id, c.name ORDER BY o.d;
+
+-- inside a prepared statement run with a parameter, and rescanned below a nested loop
+PREPARE ug_p(int) AS
+SELECT o.id, o.d, sum(l.n) FROM ug_o o, ug_l l WHERE l.w = o.w AND l.d = o.d AND l.o = o.id
+  AND o.id < $1 GROUP BY o.w, o.d, o.id ORDER BY 1, 2;
+SET plan_cache_mode = force_generic_plan;
+EXECUTE ug_p(4);
+EXECUTE ug_p(3);
+RESET plan_cache_mode;
+DEALLOCATE ug_p;
+SELECT d.k, x.total FROM (VALUES (1), (2)) d(k),
+  LATERAL (SELECT sum(s) AS total FROM (
+    SELECT o.id, sum(l.n) AS s FROM ug_o o, ug_l l
+    WHERE l.w = o.w AND l.d = o.d AND l.o = o.id AND o.d = d.k AND o.id < 20
+    GROUP BY o.w, o.d, o.id) g) x ORDER BY 1;
+
+-- on by default; scoot.unique_groups = off, scoot.agg_pushdown = off and scoot.custom_scan = off:
+-- PostgreSQL's Agg
+EXPLAIN (COSTS OFF) SELECT o.id, o.d, count(*), max(c.name) FROM ug_o o, ug_c c
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d GROUP BY o.w, o.d, o.id;
+SET scoot.unique_groups = off;
+EXPLAIN (COSTS OFF) SELECT o.id, o.d, count(*), max(c.name) FROM ug_o o, ug_c c
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d GROUP BY o.w, o.d, o.id;
+RESET scoot.unique_groups;
+SET scoot.agg_pushdown = off;
+EXPLAIN (COSTS OFF) SELECT o.id, o.d, count(*), max(c.name) FROM ug_o o, ug_c c
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d GROUP BY o.w, o.d, o.id;
+RESET scoot.agg_pushdown;
+SET scoot.custom_scan = off;
+EXPLAIN (COSTS OFF) SELECT o.id, o.d, count(*), max(c.name) FROM ug_o o, ug_c c
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d GROUP BY o.w, o.d, o.id;
+RESET scoot.custom_scan;
+-- heap tables alone are PostgreSQL's business
+EXPLAIN (COSTS OFF) SELECT o.id, o.d, count(*), max(c.name) FROM ug_oh o, ug_ch c
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d GROUP BY o.w, o.d, o.id;
+
+DROP TABLE ug_c, ug_o, ug_l, ug_ch, ug_oh, ug_lh, ug_u, ug_uh;
+DROP FUNCTION ug_check(text);
+DROP FUNCTION ug_agree(text, text);
+DROP FUNCTION ug_run(text);
+DROP FUNCTION ug_wrap(text);
