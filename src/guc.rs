@@ -67,6 +67,9 @@ pub static EAGER_AGG: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.unique_groups`: the final aggregation of a query whose groups are provably one input
 /// row each is computed per row (ScootUniqueGroups, `exec/customunique.c`).
 pub static UNIQUE_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `scoot.expression_stats`: the planner samples expressions over a scoot table that a query
+/// compares by equality for their distinct values (`exec/exprstats.c`).
+pub static EXPRESSION_STATS: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.eager_agg_min_group_size`: eager aggregation only where the planner expects at least
 /// this many rows per pre-aggregated group.
 pub static EAGER_AGG_MIN_GROUP: GucSetting<f64> = GucSetting::<f64>::new(2.0);
@@ -154,6 +157,14 @@ pub fn define() {
         c"Aggregate queries over scoot tables whose groups are provably one row each skip the hash table (needs scoot.custom_scan and scoot.agg_pushdown).",
         c"When the GROUP BY columns determine a unique key of every table the query joins (inner joins only; a ScootPreAgg's groups are unique on their keys), each group is one joined row: ScootUniqueGroups computes sum, min, max and count from that row, then HAVING and the output, instead of PostgreSQL's Agg. Off: PostgreSQL's Agg.",
         &UNIQUE_GROUPS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.expression_stats",
+        c"The planner estimates equality clauses on expressions over scoot tables from sampled statistics (needs scoot.custom_scan).",
+        c"An expression of one scoot table's columns that a query's WHERE or JOIN clauses compare with = (built-in immutable functions only) gets its distinct values and null fraction from up to 30,000 of the table's rows, sampled once per backend and again when the table's row count changes by a fifth, instead of PostgreSQL's default of 200 distinct values. Off: PostgreSQL's default (as for heap tables without CREATE STATISTICS on the expression).",
+        &EXPRESSION_STATS,
         GucContext::Userset,
         GucFlags::default(),
     );

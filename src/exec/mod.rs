@@ -7,6 +7,10 @@
 //! row each (typically a join of pre-aggregated groups to tables by their unique keys) computed
 //! per row, without a hash table.
 //!
+//! `exprstats.c` gives the planner statistics of expressions over scoot tables that queries
+//! compare by equality (distinct values and null fraction, sampled once per backend), so that
+//! joins on them are estimated from the data.
+//!
 //! `customagg.c` + `agg.rs` are ScootAgg, aggregate pushdown (count/sum/avg/min/max with or
 //! without GROUP BY computed a block at a time on the column regions).
 //!
@@ -26,6 +30,7 @@ unsafe extern "C" {
     fn scoot_install_custom_agg();
     fn scoot_install_custom_preagg();
     fn scoot_install_custom_unique();
+    fn scoot_install_expr_stats();
 }
 
 /// Registers the custom scan and its planner hook (`_PG_init`, preloaded only).
@@ -35,6 +40,7 @@ pub fn install() {
         scoot_install_custom_agg();
         scoot_install_custom_preagg();
         scoot_install_custom_unique();
+        scoot_install_expr_stats();
     }
 }
 
@@ -48,6 +54,12 @@ pub extern "C" fn scoot_agg_pushdown_enabled() -> bool {
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_unique_groups_enabled() -> bool {
     scoot_custom_scan_enabled() && guc::AGG_PUSHDOWN.get() && guc::UNIQUE_GROUPS.get()
+}
+
+/// May the planner sample expressions over scoot tables for statistics (`scoot.expression_stats`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_expression_stats_enabled() -> bool {
+    scoot_custom_scan_enabled() && guc::EXPRESSION_STATS.get()
 }
 
 /// Does the planner offer ScootScan paths (`scoot.custom_scan`)?
