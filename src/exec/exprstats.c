@@ -15,9 +15,9 @@
  * When the planner builds a scoot table's relation (get_relation_info_hook), every expression of
  * that table alone that the query's WHERE / JOIN clauses compare with `=` (built-in immutable
  * functions and operators only) gets its statistics: computed once per backend from the rows
- * (every row up to 30,000, else each row with the probability that samples about that many,
- * from a fixed seed: distinct values counted by sorting, scaled to the table with the Duj1
- * estimator ANALYZE uses) and kept until the
+ * (every row up to 30,000; up to 120,000 rows each row with the probability that samples about
+ * 30,000; above that ANALYZE's block sampling of about 30,000 rows; fixed seeds: distinct values
+ * counted by sorting, scaled to the table with the Duj1 estimator ANALYZE uses) and kept until the
  * table's row count changes by a fifth. They reach the estimator the way an expression index's
  * statistics do: a hypothetical index on the expression that no path can use (no operator
  * family, no scan support) is added to the relation, and get_index_stats_hook hands over a
@@ -48,6 +48,9 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/sampling.h"
+#include "storage/bufmgr.h"
+#include "storage/procarray.h"
 #include "utils/selfuncs.h"
 #include "utils/snapmgr.h"
 #include "utils/tuplesort.h"
@@ -183,6 +186,29 @@ collect_jointree(Node *jt, Index relid, List **out)
 	}
 }
 
+/* Evaluates `es` on the row in `slot`, counting it and feeding a non-null value to `ts`. */
+static void
+add_value(ExprState *es, ExprContext *econtext, TupleTableSlot *slot, Tuplesortstate *ts,
+		  int16 typlen, int64 *n, int64 *nulls, double *total_width)
+{
+	Datum		v;
+	bool		isnull;
+
+	econtext->ecxt_scantuple = slot;
+	v = ExecEvalExprSwitchContext(es, econtext, &isnull);
+	if (isnull)
+		(*nulls)++;
+	else
+	{
+		(*n)++;
+		*total_width += typlen > 0 ? (double) typlen :
+			typlen == -1 ? (double) VARSIZE_ANY(DatumGetPointer(v)) :
+			(double) strlen(DatumGetCString(v)) + 1;
+		tuplesort_putdatum(ts, v, false);
+	}
+	ResetExprContext(econtext);
+}
+
 /*
  * Samples `e` over `rel`: fills the null fraction, average width, distinct count (> 0) or
  * fraction (< 0). False if the type cannot be sorted.
@@ -212,6 +238,7 @@ sample(Relation rel, Expr *e, double tuples, float4 *nullfrac, int32 *width, flo
 	double		p = tuples > SAMPLE_ROWS ? SAMPLE_ROWS / tuples : 1.0,
 				total_width = 0;
 	pg_prng_state rng;
+	bool		complete;
 	int16		typlen;
 	bool		typbyval;
 	Datum		prev = (Datum) 0;
@@ -227,39 +254,63 @@ sample(Relation rel, Expr *e, double tuples, float4 *nullfrac, int32 *width, flo
 	econtext = GetPerTupleExprContext(estate);
 	es = ExecPrepareExpr(e, estate);
 	slot = table_slot_create(rel, NULL);
-	scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	/* a scoot scan reads just the expression's columns */
-	pull_varattnos((Node *) e, ((Var *) linitial(pull_var_clause((Node *) e, 0)))->varno, &attrs);
-	mask = palloc0(sizeof(bool) * Max(desc->natts, 1));
-	while ((k = bms_next_member(attrs, k)) >= 0)
-	{
-		int			attno = k + FirstLowInvalidHeapAttributeNumber;
-
-		if (attno > 0 && attno <= desc->natts)
-			mask[attno - 1] = true;
-	}
-	scoot_scan_set_columns(scan, mask, desc->natts);
-
 	ts = tuplesort_begin_datum(typ, tc->lt_opr, coll, false, work_mem, NULL, TUPLESORT_NONE);
-	/* each row with probability p (a fixed seed: the same rows give the same statistics) */
-	pg_prng_seed(&rng, 0x5c007);
-	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	if (tuples <= 4 * SAMPLE_ROWS)
 	{
-		CHECK_FOR_INTERRUPTS();
-		seen++;
-		if (p < 1.0 && pg_prng_double(&rng) >= p)
-			continue;
-		econtext->ecxt_scantuple = slot;
-		v = ExecEvalExprSwitchContext(es, econtext, &isnull);
-		if (isnull)
-			nulls++;
-		else
+		/* a small table: a scan of the expression's columns, each row with probability p */
+		scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+		pull_varattnos((Node *) e, ((Var *) linitial(pull_var_clause((Node *) e, 0)))->varno, &attrs);
+		mask = palloc0(sizeof(bool) * Max(desc->natts, 1));
+		while ((k = bms_next_member(attrs, k)) >= 0)
 		{
-			n++;
-			total_width += typlen > 0 ? (double) typlen : typlen == -1 ? (double) VARSIZE_ANY(DatumGetPointer(v)) : (double) strlen(DatumGetCString(v)) + 1;
-			tuplesort_putdatum(ts, v, false);
+			int			attno = k + FirstLowInvalidHeapAttributeNumber;
+
+			if (attno > 0 && attno <= desc->natts)
+				mask[attno - 1] = true;
 		}
-		ResetExprContext(econtext);
+		scoot_scan_set_columns(scan, mask, desc->natts);
+		/* a fixed seed: the same rows give the same statistics */
+		pg_prng_seed(&rng, 0x5c007);
+		while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+		{
+			CHECK_FOR_INTERRUPTS();
+			seen++;
+			if (p < 1.0 && pg_prng_double(&rng) >= p)
+				continue;
+			add_value(es, econtext, slot, ts, typlen, &n, &nulls, &total_width);
+		}
+		complete = p >= 1.0;
+	}
+	else
+	{
+		/*
+		 * a large table: ANALYZE's block sampling (TID pages chosen at random from a fixed seed)
+		 * of about SAMPLE_ROWS rows, so that the work does not grow with the table
+		 */
+		BlockNumber nblocks = RelationGetNumberOfBlocks(rel);
+		double		per_block = tuples / Max(nblocks, 1);
+		BlockSamplerData bs;
+		TransactionId oldest = GetOldestNonRemovableTransactionId(rel);
+		double		live = 0,
+					dead = 0;
+
+		BlockSampler_Init(&bs, nblocks, (int) Min((double) nblocks, ceil(SAMPLE_ROWS / Max(per_block, 1.0))),
+						  0x5c007);
+		scan = table_beginscan_analyze(rel);
+		while (BlockSampler_HasMore(&bs))
+		{
+			BlockNumber blk = BlockSampler_Next(&bs);
+
+			CHECK_FOR_INTERRUPTS();
+			if (!table_scan_analyze_next_block(scan, blk, NULL))
+				continue;
+			while (table_scan_analyze_next_tuple(scan, oldest, &live, &dead, slot))
+			{
+				seen++;
+				add_value(es, econtext, slot, ts, typlen, &n, &nulls, &total_width);
+			}
+		}
+		complete = false;
 	}
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
@@ -292,7 +343,7 @@ sample(Relation rel, Expr *e, double tuples, float4 *nullfrac, int32 *width, flo
 	*width = n > 0 ? (int32) (total_width / n) : Max(typlen, 4);
 	if (n == 0)
 		*distinct = 0;
-	else if (seen <= n + nulls)
+	else if (complete)
 		*distinct = d;			/* every row */
 	else
 	{
