@@ -23,7 +23,8 @@
  * family, no scan support) is added to the relation, and get_index_stats_hook hands over a
  * pg_statistic row with the null fraction, width and distinct count. An expression whose
  * evaluation fails on some row (an overflow, a division by zero) gets no statistics: it is
- * evaluated in a subtransaction, and a cancel is passed on.
+ * evaluated in a subtransaction, and a cancel is passed on. A serializable transaction samples
+ * nothing (the sample's scan would take a relation-wide predicate lock).
  */
 #include "postgres.h"
 
@@ -413,7 +414,12 @@ stats_for(Relation rel, Expr *e, double tuples)
 		}
 	if (s != NULL && fabs(s->tuples - tuples) <= 0.2 * Max(s->tuples, 1.0))
 		return s->stat != NULL ? s : NULL;
-	if (IsInParallelMode())
+	/*
+	 * no sampling in parallel mode, nor in a serializable transaction: the sample's scan would
+	 * take a relation-wide predicate lock the query itself may not need (statistics sampled
+	 * earlier are used)
+	 */
+	if (IsInParallelMode() || IsolationIsSerializable())
 		return NULL;
 	if (s == NULL)
 	{
