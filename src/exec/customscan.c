@@ -341,6 +341,13 @@ scoot_describe_filters(List *described)
  * execution of its statement (a prepared OLTP statement's parameter): that scan was 3% of
  * TPC-C's backend time.
  */
+/* Is `p` a ScootScan path (customunique.c)? */
+bool
+scoot_is_scan_path(Path *p)
+{
+	return p != NULL && IsA(p, CustomPath) && ((CustomPath *) p)->methods == &scoot_path_methods;
+}
+
 Oid
 scoot_btree_opfamily(Oid typ)
 {

@@ -60,6 +60,10 @@ extern bool scoot_relation_is_scoot(Relation rel);
 /* custompreagg.c */
 extern List *scoot_preagg_path_keys(Path *p);
 
+/* customscan.c */
+extern Oid	scoot_btree_opfamily(Oid typ);
+extern bool scoot_is_scan_path(Path *p);
+
 void		scoot_install_custom_unique(void);
 
 static create_upper_paths_hook_type prev_upper_paths = NULL;
@@ -117,15 +121,6 @@ typedef struct Proof
 	Bitmapset **known;			/* per range table index: known attribute numbers (offset) */
 	bool		any_scoot;
 } Proof;
-
-/* The default btree operator family of `typ` (InvalidOid: none). */
-static Oid
-default_btree_opf(Oid typ)
-{
-	Oid			opc = GetDefaultOpClass(typ, BTREE_AM_OID);
-
-	return OidIsValid(opc) ? get_opclass_family(opc) : InvalidOid;
-}
 
 static bool
 deterministic(Oid coll)
@@ -258,8 +253,7 @@ collect_leaves(Proof *pf, Path *p)
 		rte->tablesample != NULL)
 		return false;
 	pre = scoot_preagg_path_keys(p);
-	if (IsA(p, CustomPath) && pre == NIL &&
-		strcmp(((CustomPath *) p)->methods->CustomName, "ScootScan") != 0)
+	if (IsA(p, CustomPath) && pre == NIL && !scoot_is_scan_path(p))
 		return false;			/* another extension's scan: its rows are its business */
 
 	leaf = palloc0(sizeof(Leaf));
@@ -305,7 +299,7 @@ collect_leaves(Proof *pf, Path *p)
 			}
 			att = TupleDescAttr(desc, attno - 1);
 			ok = att->attnotnull && !att->attisdropped &&
-				ix->opfamily[i] == default_btree_opf(att->atttypid) &&
+				ix->opfamily[i] == scoot_btree_opfamily(att->atttypid) &&
 				deterministic(ix->indexcollations[i]);
 			ks = bms_add_member(ks, attno - FirstLowInvalidHeapAttributeNumber);
 		}
@@ -346,7 +340,7 @@ one_row_groups(PlannerInfo *root, Path *input, StringInfo why)
 
 		if (v == NULL || leaf_of(&pf, v->varno) == NULL)
 			continue;
-		opf = default_btree_opf(exprType((Node *) tle->expr));
+		opf = scoot_btree_opfamily(exprType((Node *) tle->expr));
 		if (!OidIsValid(opf) || !op_in_opfamily(sgc->eqop, opf) || !deterministic(v->varcollid))
 			continue;
 		mark_known(&pf, v);
@@ -372,7 +366,7 @@ one_row_groups(PlannerInfo *root, Path *input, StringInfo why)
 					break;
 				if (em->em_is_child)
 					continue;
-				if (list_member_oid(ec->ec_opfamilies, default_btree_opf(exprType((Node *) em->em_expr))) &&
+				if (list_member_oid(ec->ec_opfamilies, scoot_btree_opfamily(exprType((Node *) em->em_expr))) &&
 					expr_known(&pf, (Node *) em->em_expr))
 					any = true;
 			}
@@ -384,7 +378,7 @@ one_row_groups(PlannerInfo *root, Path *input, StringInfo why)
 				Var		   *v = plain_var((Node *) em->em_expr);
 
 				if (em->em_is_child || v == NULL || !deterministic(v->varcollid) ||
-					!list_member_oid(ec->ec_opfamilies, default_btree_opf(exprType((Node *) em->em_expr))))
+					!list_member_oid(ec->ec_opfamilies, scoot_btree_opfamily(exprType((Node *) em->em_expr))))
 					continue;
 				if (mark_known(&pf, v))
 					changed = true;

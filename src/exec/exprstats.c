@@ -91,44 +91,39 @@ builtin_function(Oid func, void *context)
 	return func >= FirstNormalObjectId;
 }
 
-/* Is `e` an expression of relation `relid` alone that may be sampled? */
-static bool
-candidate(Node *e, Index relid)
-{
-	Relids		varnos;
-
-	while (e != NULL && IsA(e, RelabelType))
-		e = (Node *) ((RelabelType *) e)->arg;
-	if (e == NULL || IsA(e, Var) || IsA(e, Const) || IsA(e, Param))
-		return false;
-	if (contain_mutable_functions(e) || contain_volatile_functions(e) || contain_subplans(e) ||
-		contain_agg_clause(e) || contain_window_function(e) || contain_vars_of_level(e, 1) ||
-		contain_var_clause(e) == false)
-		return false;
-	varnos = pull_varnos(NULL, e);
-	if (bms_membership(varnos) != BMS_SINGLETON || !bms_is_member(relid, varnos))
-		return false;
-	return true;
-}
-
 /*
  * Does `node` call a function that is not built in, or read anything but the row's columns and
- * constants (a parameter: a lateral or outer reference, or $n; a placeholder; a sublink)?
+ * constants (a parameter: a lateral or outer reference, or $n; a placeholder; a sublink or
+ * subplan; an aggregate or window function)?
  */
 static bool
-user_function_walker(Node *node, void *context)
+not_sampleable_walker(Node *node, void *context)
 {
 	if (node == NULL)
 		return false;
 	if (IsA(node, Param) || IsA(node, PlaceHolderVar) || IsA(node, SubLink) ||
 		IsA(node, SubPlan) || IsA(node, AlternativeSubPlan) || IsA(node, CurrentOfExpr) ||
-		IsA(node, NextValueExpr))
+		IsA(node, NextValueExpr) || IsA(node, Aggref) || IsA(node, WindowFunc) ||
+		IsA(node, GroupingFunc))
 		return true;
 	if (IsA(node, Var) && (((Var *) node)->varlevelsup != 0 || ((Var *) node)->varattno <= 0))
 		return true;
 	if (check_functions_in_node(node, builtin_function, NULL))
 		return true;
-	return expression_tree_walker(node, user_function_walker, context);
+	return expression_tree_walker(node, not_sampleable_walker, context);
+}
+
+/* Is `e` (relabelings stripped) an expression of relation `relid` alone that may be sampled? */
+static bool
+candidate(Node *e, Index relid)
+{
+	Relids		varnos;
+
+	if (e == NULL || IsA(e, Var) || IsA(e, Const) || IsA(e, Param) ||
+		contain_mutable_functions(e) || not_sampleable_walker(e, NULL))
+		return false;
+	varnos = pull_varnos(NULL, e);
+	return bms_membership(varnos) == BMS_SINGLETON && bms_is_member(relid, varnos);
 }
 
 /* The equality clauses' expressions of relation `relid` (no duplicates). */
@@ -160,7 +155,7 @@ collect(Node *quals, Index relid, List **out)
 
 			while (IsA(e, RelabelType))
 				e = (Node *) ((RelabelType *) e)->arg;
-			if (candidate(e, relid) && !user_function_walker(e, NULL) && !list_member(*out, e))
+			if (candidate(e, relid) && !list_member(*out, e))
 				*out = lappend(*out, e);
 		}
 	}
