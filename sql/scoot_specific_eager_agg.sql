@@ -397,6 +397,9 @@ DROP FUNCTION ea_semi_check(int, float8);
 -- view and compares with the view's max: two ScootPreAggs with the same description): the
 -- second reads the first one's groups. ea_shared says how many nodes computed their result and
 -- how many read another's; ea_nodes shows the aggregation nodes' lines of EXPLAIN ANALYZE.
+-- (ScootShare would compute the whole view once, and the second ScootPreAgg would not run:
+-- scoot_specific_shared_groups tests that; here it is off.)
+SET scoot.shared_groups = off;
 CREATE FUNCTION ea_shared(q text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE p text;
 BEGIN
@@ -459,6 +462,7 @@ FROM ea_dkh k ORDER BY 1;
 -- alone, the rescanned node computes each time
 SELECT ea_shared('SELECT k.d, (SELECT total FROM ea_rev r WHERE r.label = k.label) FROM ea_dk k');
 DROP VIEW ea_rev, ea_revh, ea_rev2, ea_rev2h;
+RESET scoot.shared_groups;
 DROP TABLE ea_dk, ea_dkh;
 DROP FUNCTION ea_shared(text);
 DROP FUNCTION ea_nodes(text);

@@ -67,6 +67,9 @@ pub static EAGER_AGG: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.unique_groups`: the final aggregation of a query whose groups are provably one input
 /// row each is computed per row (ScootUniqueGroups, `exec/customunique.c`).
 pub static UNIQUE_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `scoot.shared_groups`: a grouped subquery over scoot tables that a statement reads more than
+/// once (a view joined and also aggregated in a subquery) is computed once (`exec/customshare.c`).
+pub static SHARED_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.expression_stats`: the planner samples expressions over a scoot table that a query
 /// compares by equality for their distinct values (`exec/exprstats.c`).
 pub static EXPRESSION_STATS: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -157,6 +160,14 @@ pub fn define() {
         c"Aggregate queries over scoot tables whose groups are provably one row each skip the hash table (needs scoot.custom_scan and scoot.agg_pushdown).",
         c"When the GROUP BY columns determine a unique key of every table the query joins (inner joins only; a ScootPreAgg's groups are unique on their keys), each group is one joined row: ScootUniqueGroups computes sum, min, max and count from that row, then HAVING and the output, instead of PostgreSQL's Agg. Off: PostgreSQL's Agg.",
         &UNIQUE_GROUPS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.shared_groups",
+        c"A grouped subquery over scoot tables that a statement reads more than once is computed once (needs scoot.custom_scan).",
+        c"When the same uncorrelated GROUP BY / aggregate subquery (typically a view) occurs more than once in a statement, each occurrence's aggregation is wrapped in a ScootShare node: the first to run computes the groups into a tuplestore, the others read them there, and each applies its own HAVING. Off: every occurrence is computed on its own, as PostgreSQL does.",
+        &SHARED_GROUPS,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -2733,16 +2733,30 @@ physical_tlists(PlannedStmt *stmt, Plan *p)
 
 static planner_hook_type prev_planner = NULL;
 
+/* customshare.c: grouped subqueries a statement reads twice are tagged while it is planned */
+extern List *scoot_share_tag_duplicates(Query *parse);
+extern void scoot_share_restore_tags(List *saved);
+
 static PlannedStmt *
 scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamListInfo boundParams)
 {
-	PlannedStmt *stmt;
+	PlannedStmt *volatile stmt;
 	ListCell   *lc;
 
-	if (prev_planner)
-		stmt = prev_planner(parse, query_string, cursorOptions, boundParams);
-	else
-		stmt = standard_planner(parse, query_string, cursorOptions, boundParams);
+	List	   *saved_tags = scoot_share_tag_duplicates(parse);
+
+	PG_TRY();
+	{
+		if (prev_planner)
+			stmt = prev_planner(parse, query_string, cursorOptions, boundParams);
+		else
+			stmt = standard_planner(parse, query_string, cursorOptions, boundParams);
+	}
+	PG_FINALLY();
+	{
+		scoot_share_restore_tags(saved_tags);
+	}
+	PG_END_TRY();
 	if (stmt->commandType == CMD_SELECT && scoot_custom_scan_enabled())
 	{
 		physical_tlists(stmt, stmt->planTree);

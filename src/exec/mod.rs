@@ -7,6 +7,10 @@
 //! row each (typically a join of pre-aggregated groups to tables by their unique keys) computed
 //! per row, without a hash table.
 //!
+//! `customshare.c` is ScootShare: a grouped subquery (typically a view) that a statement reads
+//! more than once is computed once into a tuplestore that every occurrence reads, each applying
+//! its own HAVING.
+//!
 //! `exprstats.c` gives the planner statistics of expressions over scoot tables that queries
 //! compare by equality (distinct values and null fraction, sampled once per backend), so that
 //! joins on them are estimated from the data.
@@ -30,6 +34,7 @@ unsafe extern "C" {
     fn scoot_install_custom_agg();
     fn scoot_install_custom_preagg();
     fn scoot_install_custom_unique();
+    fn scoot_install_custom_share();
     fn scoot_install_expr_stats();
 }
 
@@ -40,6 +45,7 @@ pub fn install() {
         scoot_install_custom_agg();
         scoot_install_custom_preagg();
         scoot_install_custom_unique();
+        scoot_install_custom_share();
         scoot_install_expr_stats();
     }
 }
@@ -54,6 +60,12 @@ pub extern "C" fn scoot_agg_pushdown_enabled() -> bool {
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_unique_groups_enabled() -> bool {
     scoot_custom_scan_enabled() && guc::AGG_PUSHDOWN.get() && guc::UNIQUE_GROUPS.get()
+}
+
+/// May the planner compute a grouped subquery read twice once (`scoot.shared_groups`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_shared_groups_enabled() -> bool {
+    scoot_custom_scan_enabled() && guc::SHARED_GROUPS.get()
 }
 
 /// May the planner sample expressions over scoot tables for statistics (`scoot.expression_stats`)?
