@@ -11,6 +11,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/exec/custompreagg.c");
     println!("cargo:rerun-if-changed=src/exec/customunique.c");
     println!("cargo:rerun-if-changed=src/exec/customshare.c");
+    println!("cargo:rerun-if-changed=src/exec/olapparallel.c");
     println!("cargo:rerun-if-changed=src/exec/exprstats.c");
     println!("cargo:rerun-if-changed=src/exec/aggnode.h");
     // set by scripts/lib.sh: clones share one build cache, and the files above count as changed
@@ -37,6 +38,7 @@ fn main() {
         .file("src/exec/custompreagg.c")
         .file("src/exec/customunique.c")
         .file("src/exec/customshare.c")
+        .file("src/exec/olapparallel.c")
         .file("src/exec/exprstats.c")
         .include(&inc)
         .flag_if_supported("-Wno-unused-parameter")

@@ -70,6 +70,12 @@ pub static UNIQUE_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.shared_groups`: a grouped subquery over scoot tables that a statement reads more than
 /// once (a view joined and also aggregated in a subquery) is computed once (`exec/customshare.c`).
 pub static SHARED_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `scoot.olap_parallel_yield`: statements that read OLAP snapshots plan no more parallel
+/// workers than there are CPUs not taken by other busy sessions (`exec/olapparallel.c`).
+pub static OLAP_PARALLEL_YIELD: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `scoot.olap_parallel_cpus`: the CPUs `scoot.olap_parallel_yield` counts with (0: the online
+/// CPUs the kernel reports, which in a container may be more than its CPU quota).
+pub static OLAP_PARALLEL_CPUS: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `scoot.expression_stats`: the planner samples expressions over a scoot table that a query
 /// compares by equality for their distinct values (`exec/exprstats.c`).
 pub static EXPRESSION_STATS: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -168,6 +174,24 @@ pub fn define() {
         c"A grouped subquery over scoot tables that a statement reads more than once is computed once (needs scoot.custom_scan).",
         c"When the same uncorrelated GROUP BY / aggregate subquery (typically a view) occurs more than once in a statement, each occurrence's aggregation is wrapped in a ScootShare node: the first to run computes the groups into a tuplestore, the others read them there, and each applies its own HAVING. Off: every occurrence is computed on its own, as PostgreSQL does.",
         &SHARED_GROUPS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.olap_parallel_yield",
+        c"Statements that read OLAP snapshots plan no more parallel workers than there are CPUs not taken by other busy sessions.",
+        c"A statement that will read an OLAP snapshot (scoot.olap) is planned with at most max(0, online CPUs - busy sessions) parallel workers per Gather (and never more than max_parallel_workers_per_gather), where a busy session is another client backend holding a transaction id or a snapshot: on a server running transactions, parallel workers would only time-slice with them. Off: PostgreSQL's max_parallel_workers_per_gather alone.",
+        &OLAP_PARALLEL_YIELD,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"scoot.olap_parallel_cpus",
+        c"The CPUs scoot.olap_parallel_yield counts with (0: the online CPUs).",
+        c"Set it to the CPU quota of a container whose kernel reports more CPUs than the server may use.",
+        &OLAP_PARALLEL_CPUS,
+        0,
+        4096,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -2737,16 +2737,30 @@ static planner_hook_type prev_planner = NULL;
 extern List *scoot_share_tag_duplicates(Query *parse);
 extern void scoot_share_restore_tags(List *saved);
 
+/* olapparallel.c: parallel workers of statements reading OLAP snapshots yield to busy sessions */
+extern int	scoot_olap_parallel_cap(Query *parse);
+extern int	scoot_busy_sessions(void);
+extern int	scoot_online_cpus(void);
+
 static PlannedStmt *
 scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamListInfo boundParams)
 {
 	PlannedStmt *volatile stmt;
 	ListCell   *lc;
 
-	List	   *saved_tags = scoot_share_tag_duplicates(parse);
+	List	   *saved_tags;
+	int			saved_workers = max_parallel_workers_per_gather;
+	int			cap = scoot_olap_parallel_cap(parse);
 
+	saved_tags = scoot_share_tag_duplicates(parse);
 	PG_TRY();
 	{
+		if (cap >= 0)
+		{
+			elog(DEBUG1, "scoot: statement reading an OLAP snapshot planned with at most %d parallel workers (%d CPUs, %d busy sessions)",
+				 cap, scoot_online_cpus(), scoot_busy_sessions());
+			max_parallel_workers_per_gather = cap;
+		}
 		if (prev_planner)
 			stmt = prev_planner(parse, query_string, cursorOptions, boundParams);
 		else
@@ -2755,6 +2769,7 @@ scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamLi
 	PG_FINALLY();
 	{
 		scoot_share_restore_tags(saved_tags);
+		max_parallel_workers_per_gather = saved_workers;
 	}
 	PG_END_TRY();
 	if (stmt->commandType == CMD_SELECT && scoot_custom_scan_enabled())

@@ -11,6 +11,9 @@
 //! more than once is computed once into a tuplestore that every occurrence reads, each applying
 //! its own HAVING.
 //!
+//! `olapparallel.c` caps the parallel workers of statements that read OLAP snapshots at the CPUs
+//! other busy sessions leave (`scoot.olap_parallel_yield`).
+//!
 //! `exprstats.c` gives the planner statistics of expressions over scoot tables that queries
 //! compare by equality (distinct values and null fraction, sampled once per backend), so that
 //! joins on them are estimated from the data.
@@ -66,6 +69,46 @@ pub extern "C" fn scoot_unique_groups_enabled() -> bool {
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_shared_groups_enabled() -> bool {
     scoot_custom_scan_enabled() && guc::SHARED_GROUPS.get()
+}
+
+unsafe extern "C" {
+    fn scoot_busy_sessions() -> i32;
+    fn scoot_online_cpus() -> i32;
+}
+
+/// `scoot.olap_parallel_budget()`: what `scoot.olap_parallel_yield` would allow a SELECT of scoot
+/// tables planned now: the CPUs it counts with (`scoot.olap_parallel_cpus` or the online ones), other busy sessions (client backends holding a transaction id
+/// or a snapshot), whether the cap applies (the setting is on and the statement would read an
+/// OLAP snapshot), and the parallel workers per Gather it may plan.
+#[pgrx::pg_extern]
+fn olap_parallel_budget() -> pgrx::iter::TableIterator<
+    'static,
+    (
+        pgrx::name!(cpus, i32),
+        pgrx::name!(busy_sessions, i32),
+        pgrx::name!(applies, bool),
+        pgrx::name!(workers, i32),
+    ),
+> {
+    crate::ensure_preloaded();
+    let (cpus, busy) = unsafe { (scoot_online_cpus(), scoot_busy_sessions()) };
+    let applies = scoot_olap_parallel_yield_applies();
+    let max = unsafe { pg_sys::max_parallel_workers_per_gather };
+    let workers = if applies { max.min((cpus - busy).max(0)) } else { max };
+    pgrx::iter::TableIterator::once((cpus, busy, applies, workers))
+}
+
+/// `scoot.olap_parallel_cpus`, 0 for the online CPUs.
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_olap_parallel_cpus_setting() -> i32 {
+    guc::OLAP_PARALLEL_CPUS.get()
+}
+
+/// Does `scoot.olap_parallel_yield` apply to a SELECT of scoot tables planned now (it is on and
+/// such a statement would read an OLAP snapshot)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_olap_parallel_yield_applies() -> bool {
+    guc::OLAP_PARALLEL_YIELD.get() && crate::snapshot::session::select_would_read_image()
 }
 
 /// May the planner sample expressions over scoot tables for statistics (`scoot.expression_stats`)?

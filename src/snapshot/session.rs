@@ -473,6 +473,25 @@ unsafe fn decide(qd: *mut pg_sys::QueryDesc) -> Option<(Rc<Image>, Vec<(TableRef
     }
 }
 
+/// Would a plain `SELECT` of scoot tables planned now read an OLAP snapshot (the session-level
+/// half of `decide`: `scoot.olap` or an image transaction, not a hot standby, an implicit or
+/// read-only transaction, not SERIALIZABLE)? For the planner (`exec/olapparallel.c`).
+pub fn select_would_read_image() -> bool {
+    unsafe {
+        if !crate::PRELOADED || !registry::is_ready() || pg_sys::ParallelWorkerNumber >= 0 {
+            return false;
+        }
+        let image_xact = XACT.with(|x| x.borrow().mode) == Mode::Image && current_image().is_some();
+        if !image_xact && !guc::OLAP.get() {
+            return false;
+        }
+        if pg_sys::RecoveryInProgress() || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32 {
+            return false;
+        }
+        !pg_sys::IsTransactionBlock() || pg_sys::XactReadOnly
+    }
+}
+
 /// The snapshot an Arrow export of scoot table `t` (`scoot.arrow_stream`, `scoot.arrow_export`,
 /// reading blocks directly) reads with: with `scoot.olap = on`, under the rules a SELECT of the
 /// table follows (a read-only transaction block, or an implicit transaction, not SERIALIZABLE),
