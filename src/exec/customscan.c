@@ -2739,8 +2739,6 @@ extern void scoot_share_restore_tags(List *saved);
 
 /* olapparallel.c: parallel workers of statements reading OLAP snapshots yield to busy sessions */
 extern int	scoot_olap_parallel_cap(Query *parse);
-extern int	scoot_busy_sessions(void);
-extern int	scoot_online_cpus(void);
 
 static PlannedStmt *
 scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamListInfo boundParams)
@@ -2756,11 +2754,7 @@ scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamLi
 	PG_TRY();
 	{
 		if (cap >= 0)
-		{
-			elog(DEBUG1, "scoot: statement reading an OLAP snapshot planned with at most %d parallel workers (%d CPUs, %d busy sessions)",
-				 cap, scoot_online_cpus(), scoot_busy_sessions());
 			max_parallel_workers_per_gather = cap;
-		}
 		if (prev_planner)
 			stmt = prev_planner(parse, query_string, cursorOptions, boundParams);
 		else

@@ -29,7 +29,6 @@
  */
 #include "postgres.h"
 
-#include "access/table.h"
 #include "commands/explain.h"
 #include "common/hashfn.h"
 #include "executor/executor.h"
@@ -48,7 +47,9 @@
 
 /* Rust side (src/exec/mod.rs) */
 extern bool scoot_shared_groups_enabled(void);
-extern bool scoot_relation_is_scoot(Relation rel);
+
+/* olapparallel.c */
+extern bool scoot_rte_is_scoot_table(RangeTblEntry *rte);
 
 void		scoot_install_custom_share(void);
 List	   *scoot_share_tag_duplicates(Query *parse);
@@ -308,19 +309,8 @@ reads_scoot_table(Query *parse)
 	ListCell   *lc;
 
 	foreach(lc, parse->rtable)
-	{
-		RangeTblEntry *rte = lfirst(lc);
-
-		if (rte->rtekind == RTE_RELATION && rte->relkind == RELKIND_RELATION)
-		{
-			Relation	rel = table_open(rte->relid, NoLock);
-			bool		scoot = scoot_relation_is_scoot(rel);
-
-			table_close(rel, NoLock);
-			if (scoot)
-				return true;
-		}
-	}
+		if (scoot_rte_is_scoot_table(lfirst(lc)))
+			return true;
 	return false;
 }
 

@@ -34,6 +34,7 @@ extern int	scoot_olap_parallel_cpus_setting(void);
 int			scoot_busy_sessions(void);
 int			scoot_online_cpus(void);
 int			scoot_olap_parallel_cap(Query *parse);
+bool		scoot_rte_is_scoot_table(RangeTblEntry *rte);
 
 /* Client backends other than this one that hold a transaction id or a snapshot. */
 int
@@ -71,25 +72,28 @@ scoot_online_cpus(void)
 	return n > 0 ? (int) n : 1;
 }
 
+/* Is the range table entry a scoot table (already locked by the statement)? */
+bool
+scoot_rte_is_scoot_table(RangeTblEntry *rte)
+{
+	Relation	rel;
+	bool		scoot;
+
+	if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_RELATION)
+		return false;
+	rel = table_open(rte->relid, NoLock);
+	scoot = scoot_relation_is_scoot(rel);
+	table_close(rel, NoLock);
+	return scoot;
+}
+
 static bool
 scoot_rte_walker(Node *node, void *cx)
 {
 	if (node == NULL)
 		return false;
 	if (IsA(node, RangeTblEntry))
-	{
-		RangeTblEntry *rte = (RangeTblEntry *) node;
-
-		if (rte->rtekind == RTE_RELATION && rte->relkind == RELKIND_RELATION)
-		{
-			Relation	rel = table_open(rte->relid, NoLock);
-			bool		scoot = scoot_relation_is_scoot(rel);
-
-			table_close(rel, NoLock);
-			return scoot;
-		}
-		return false;
-	}
+		return scoot_rte_is_scoot_table((RangeTblEntry *) node);
 	if (IsA(node, Query))
 		return query_tree_walker((Query *) node, scoot_rte_walker, cx, QTW_EXAMINE_RTES_BEFORE);
 	return expression_tree_walker(node, scoot_rte_walker, cx);
@@ -102,16 +106,22 @@ scoot_rte_walker(Node *node, void *cx)
 int
 scoot_olap_parallel_cap(Query *parse)
 {
-	int			cap;
+	int			cap,
+				cpus,
+				busy;
 
 	if (max_parallel_workers_per_gather <= 0 || parse->commandType != CMD_SELECT ||
 		parse->rowMarks != NIL || parse->hasModifyingCTE || parse->utilityStmt != NULL ||
 		!scoot_olap_parallel_yield_applies())
 		return -1;
-	cap = Max(0, scoot_online_cpus() - scoot_busy_sessions());
+	cpus = scoot_online_cpus();
+	busy = scoot_busy_sessions();
+	cap = Max(0, cpus - busy);
 	if (cap >= max_parallel_workers_per_gather)
 		return -1;
 	if (!query_tree_walker(parse, scoot_rte_walker, NULL, QTW_EXAMINE_RTES_BEFORE))
 		return -1;
+	elog(DEBUG1, "scoot: statement reading an OLAP snapshot planned with at most %d parallel workers (%d CPUs, %d busy sessions)",
+		 cap, cpus, busy);
 	return cap;
 }
