@@ -82,10 +82,11 @@ GROUP BY o.note ORDER BY o.note;
 EXPLAIN (COSTS OFF, VERBOSE)
 SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.cust;
 
--- not pre-aggregated (the answer would change, or the engine cannot read a key):
--- count(*) and avg count rows; a sum over another table; the summed column compared in a join
--- or shown ungrouped; a sum of an integer (its type would change); an outer join; a sublink;
--- one table only (ScootAgg's case); a text key; too few rows per group
+-- count(*), a sum over another table and a sum of an integer column of f are answered in count
+-- mode (below): f grouped all the same, each group with its row count (the integer column a key).
+-- Not pre-aggregated (the answer would change, or the engine cannot read a key): avg counts
+-- rows; the summed column compared in a join or shown ungrouped; an outer join; a sublink; one
+-- table only (ScootAgg's case); a text key; too few rows per group
 EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n), count(*) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.note;
 EXPLAIN (COSTS OFF) SELECT o.note, avg(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.note;
 EXPLAIN (COSTS OFF) SELECT o.note, sum(f.n), sum(o.cust) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.note;
@@ -111,6 +112,37 @@ SELECT 100.00 * sum(CASE WHEN o.note LIKE 'n1%' THEN f.n ELSE 0 END) / (1 + sum(
 -- not linear: the CASE's condition reads the summed column, or another value than 0 / NULL
 EXPLAIN (COSTS OFF) SELECT o.note, sum(CASE WHEN f.n > 1 THEN f.n ELSE 0 END) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.note;
 EXPLAIN (COSTS OFF) SELECT o.note, sum(CASE WHEN o.d = 1 THEN f.n ELSE 1 END) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.note;
+-- count mode: counts and sums of other tables' columns weigh each group of f by its row count,
+-- which the engine counts (count(*) among the partial aggregates) and the joins carry up
+-- (EXPLAIN VERBOSE: f.tableoid, the weighted aggregates); ORDER BY and HAVING over them;
+-- DISTINCT and min/max need no weight; count(x) counts a group's rows where x is not NULL
+EXPLAIN (COSTS OFF, VERBOSE)
+SELECT o.note, count(*), count(f.c), sum(o.cust), sum(o.w), sum(o.cust * 1.5), count(DISTINCT o.cust), min(o.placed)
+FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.note ORDER BY count(*) DESC, o.note;
+SELECT o.note, count(*), count(f.c), sum(o.cust), sum(o.w), sum(o.cust * 1.5), count(DISTINCT o.cust), min(o.placed)
+FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.note ORDER BY count(*) DESC, o.note;
+SELECT o.note, count(*), count(f.c), sum(o.cust), sum(o.w), sum(o.cust * 1.5), count(DISTINCT o.cust), min(o.placed)
+FROM ea_oh o, ea_fh f WHERE f.o = o.o AND f.d = o.d GROUP BY o.note ORDER BY count(*) DESC, o.note;
+-- with f's own sums (partial sums, not weighed), FILTER, HAVING on a count
+EXPLAIN (COSTS OFF)
+SELECT o.d, sum(f.n), count(*) FILTER (WHERE o.note = 'n1'), sum(o.d) FILTER (WHERE f.w = 1)
+FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.d HAVING count(*) > 100 ORDER BY sum(f.n) DESC;
+SELECT o.d, sum(f.n), count(*) FILTER (WHERE o.note = 'n1'), sum(o.d) FILTER (WHERE f.w = 1)
+FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.d HAVING count(*) > 100 ORDER BY sum(f.n) DESC;
+SELECT o.d, sum(f.n), count(*) FILTER (WHERE o.note = 'n1'), sum(o.d) FILTER (WHERE f.w = 1)
+FROM ea_oh o, ea_fh f WHERE f.o = o.o GROUP BY o.d HAVING count(*) > 100 ORDER BY sum(f.n) DESC;
+-- no GROUP BY over no joined rows: count 0, sum NULL, as over the rows
+SELECT count(*), count(f.c), sum(o.cust), sum(o.w) FROM ea_o o, ea_f f WHERE f.o = o.o AND o.cust < 0;
+SELECT count(*), sum(o.cust), max(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND o.cust < 10;
+SELECT count(*), sum(o.cust), max(f.n) FROM ea_oh o, ea_fh f WHERE f.o = o.o AND o.cust < 10;
+-- not in count mode: avg, a float sum (the products would round differently), f's tableoid read;
+-- only the table with the most rows is grouped (here f, one row per id: too few rows per group,
+-- although o's rows per o would do); o when it has the most
+EXPLAIN (COSTS OFF) SELECT o.note, count(*), avg(o.cust) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT o.note, sum(o.cust::float8) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT f.tableoid::regclass, count(*) FROM ea_o o, ea_f f WHERE f.o = o.o GROUP BY 1;
+EXPLAIN (COSTS OFF) SELECT o.note, count(*) FROM ea_o o, ea_f f WHERE f.id = o.o GROUP BY o.note;
+EXPLAIN (COSTS OFF) SELECT c.region, count(*) FROM ea_c c, ea_o o WHERE o.cust = c.cust GROUP BY c.region;
 -- scoot.eager_agg = off, scoot.custom_scan = off: plain scans
 SET scoot.eager_agg = off;
 EXPLAIN (COSTS OFF) SELECT o.cust, sum(f.n) FROM ea_o o, ea_f f WHERE f.o = o.o AND f.d = o.d GROUP BY o.cust;
@@ -166,7 +198,11 @@ DECLARE
                        'sum(CASE o.note WHEN ''n2'' THEN f.n WHEN ''n3'' THEN 0 ELSE f.n END)',
                        'sum(CASE WHEN f.q > 2 THEN f.n ELSE 0 END)',
                        -- these count rows: the query must keep every row of f
-                       'count(*)', 'avg(f.n)', 'sum(o.cust)', 'sum(f.i)', 'count(f.n)'];
+                       'count(*)', 'avg(f.n)', 'sum(o.cust)', 'sum(f.i)', 'count(f.n)',
+                       -- ... so count mode weighs them by each group's row count
+                       'count(o.note)', 'sum(o.w)', 'sum(o.cust * 0.5)', 'count(*) FILTER (WHERE o.d = 1)',
+                       'sum(o.d) FILTER (WHERE f.i > 0)', 'count(DISTINCT o.cust)', 'sum(DISTINCT f.i)',
+                       'sum(o.cust::float8)', 'count(f.c)'];
   preds text[] := ARRAY['f.n > %s / 10.0', 'f.i BETWEEN %s AND %s + 300', 'f.i IS NULL', 'f.day < date ''2020-01-01'' + %s %% 30',
                         'f.c IN (''Ax'', ''Bx'')', 'f.w = 1', 'f.m IS NOT NULL AND f.m < %s * 1000', 'o.cust < %s',
                         'c.region = ''AA''', 'f.ts >= timestamp ''2020-01-01'' + %s %% 40 * interval ''1 hour'''];
@@ -183,7 +219,7 @@ BEGIN
     FOR j IN 1..(1 + floor(random() * 3))::int LOOP
       sel := sel || CASE WHEN sel = '' THEN '' ELSE ', ' END || aggs[1 + floor(random() * array_length(aggs, 1))::int];
     END LOOP;
-    IF sel NOT LIKE '%sum%' THEN sel := sel || ', sum(f.n)'; END IF;
+    IF sel NOT LIKE '%sum%' AND (sel NOT LIKE '%count%' OR random() < 0.5) THEN sel := sel || ', sum(f.n)'; END IF;
     pred := joins[1 + floor(random() * array_length(joins, 1))::int] || ' AND o.cust = c.cust';
     IF random() < 0.6 THEN
       pred := pred || ' AND ' || format(preds[1 + floor(random() * array_length(preds, 1))::int],
@@ -193,6 +229,12 @@ BEGIN
                 sel, pred, CASE WHEN g = '' THEN '' ELSE ' GROUP BY ' || g END);
     IF random() < 0.15 THEN
       q := q || CASE WHEN g = '' THEN ' HAVING sum(f.n) > 0' ELSE ' HAVING sum(f.n) > 100' END;
+    ELSIF random() < 0.1 THEN
+      q := q || ' HAVING count(*) > 10';
+    END IF;
+    -- sorted by an aggregate: the sort's copy of it must be weighed as the target list's
+    IF random() < 0.2 THEN
+      q := q || ' ORDER BY count(*) DESC, sum(o.d)';
     END IF;
     r_s := ea_agree(q, replace(replace(replace(q, 'ea_f f', 'ea_fh f'), 'ea_o o', 'ea_oh o'), 'ea_c c', 'ea_ch c'));
     pre := pre + ea_preagg(q);

@@ -56,9 +56,12 @@ END $$;
 -- the rows the filter removed in the plan of q (EXPLAIN ANALYZE, all ScootScans), and whether
 -- every hash join's outer ScootScan shows it
 CREATE FUNCTION removed(q text) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE p json; n bigint;
+DECLARE p json; n bigint; ea text := current_setting('scoot.eager_agg');
 BEGIN
+  -- the ScootScan's rows: without eager aggregation (a ScootPreAgg's filter drops groups)
+  PERFORM set_config('scoot.eager_agg', 'off', false);
   EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON) ' || replace(replace(replace(q, 'FACT', 'jf'), 'DIM', 'dim'), 'SKEW', 'sk') INTO p;
+  PERFORM set_config('scoot.eager_agg', ea, false);
   SELECT coalesce(sum((x #>> '{}')::bigint), -1) INTO n
     FROM jsonb_path_query(p::jsonb, 'strict $.**."Rows Removed by Scoot Join Filter"') x;
   RETURN n;

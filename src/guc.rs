@@ -61,8 +61,8 @@ pub static DEBUG_REDO_DELAY_US: GucSetting<i32> = GucSetting::<i32>::new(0);
 pub static AGG_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 /// `scoot.eager_agg`: a join query whose aggregates are sums, minima and maxima of a scoot
-/// table's columns reads that table pre-aggregated by the columns the joins and groups need
-/// (`exec/custompreagg.c`).
+/// table's columns (or counts and sums weighed by each group's row count: count mode) reads that
+/// table pre-aggregated by the columns the joins and groups need (`exec/custompreagg.c`).
 pub static EAGER_AGG: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.unique_groups`: the final aggregation of a query whose groups are provably one input
 /// row each is computed per row (ScootUniqueGroups, `exec/customunique.c`).
@@ -156,7 +156,7 @@ pub fn define() {
     GucRegistry::define_bool_guc(
         c"scoot.eager_agg",
         c"Join queries aggregate a scoot table's rows before the joins where that is exact (needs scoot.custom_scan and scoot.agg_pushdown).",
-        c"When every aggregate of a query is a sum of a numeric column, or a min or max, and the summed columns of one scoot table are used nowhere else, that table is read as one row per group of the columns the joins, groups and output need, with the sums, minima and maxima of its group (EXPLAIN: Custom Scan (ScootPreAgg)); the joins and PostgreSQL's aggregate above then handle fewer rows. The inner side of an EXISTS / NOT EXISTS that compares one of its columns by <, <=, > or >= (the others by equality) is read as one row per group with that column's max or min, likewise. Off: every row goes to the joins.",
+        c"When every aggregate of a query is a sum of a numeric column, or a min or max, and the summed columns of one scoot table are used nowhere else, that table is read as one row per group of the columns the joins, groups and output need, with the sums, minima and maxima of its group (EXPLAIN: Custom Scan (ScootPreAgg)); the joins and PostgreSQL's aggregate above then handle fewer rows. Counts and integer or numeric sums of other columns (count mode) weigh each group by its row count, which the node also counts. The inner side of an EXISTS / NOT EXISTS that compares one of its columns by <, <=, > or >= (the others by equality) is read as one row per group with that column's max or min, likewise. Off: every row goes to the joins.",
         &EAGER_AGG,
         GucContext::Userset,
         GucFlags::default(),

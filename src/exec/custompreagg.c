@@ -10,24 +10,30 @@
  * nothing above: rows of one group match the same join partners and land in the same final
  * group, so the final sum over the joined groups' partial sums equals the sum over the joined
  * rows. Minima and maxima likewise; they do not depend on how many rows there are, so they may
- * read any table. Every other aggregate does (count, avg, sum over another table), and so do
- * two pre-aggregated tables (each would drop the other's multiplicity): such queries keep
- * PostgreSQL's plan.
+ * read any table; so do DISTINCT aggregates. Counts and sums over other columns do depend on it:
+ * in count mode (CH Q12: orders by their lines' delivery dates, counted) each group also carries
+ * its row count and those aggregates are rewritten to weigh each joined group by it (see
+ * weigh_aggref). avg and float sums, and two pre-aggregated tables (each would drop the other's
+ * multiplicity), keep PostgreSQL's plan.
  *
  * Decided per query level, when the planner builds F's scan paths (set_rel_pathlist_hook, from
  * customscan.c), if all of these hold: a read-only SELECT with aggregates and no grouping sets,
  * window functions, set-returning target functions, sublinks, LATERAL references or outer /
- * semi / anti joins, over more than one table; F is the table of the first sum; every sum
- * reads a numeric(p, s) column of F that appears nowhere else but in sums (its own filters
- * aside: they run first, on the rows), directly or as a CASE choosing between it and 0 / NULL
- * on conditions over other columns; every other aggregate is a plain min or max; F's other
+ * semi / anti joins, over more than one table; F is the table of the first sum (or, in count
+ * mode when no sum reads a numeric column plainly, the table with the most rows); every sum of
+ * F's numeric(p, s) columns reads a column that appears nowhere else but in sums (its own
+ * filters aside: they run first, on the rows), directly or as a CASE choosing between it and
+ * 0 / NULL on conditions over other columns; every other aggregate is a plain min or max, a
+ * DISTINCT aggregate, or (count mode) count(*), count(x) or an integer / numeric sum; F's other
  * columns the plan needs are group keys the engine can read (integers, dates, timestamps,
  * numeric(p <= 38, s), char/varchar(n <= 16); four words at most); each restriction clause of
  * F is a block filter; and PostgreSQL's estimate of the groups leaves at least
- * scoot.eager_agg_min_group_size rows per group. Then F's unparameterized paths are replaced by
- * the ScootPreAgg path and F's row estimate becomes the group count, so the joins above are
- * planned for the rows they will get; parameterized index paths stay (a nested loop may still
- * fetch F's rows one by one: the aggregates above are exact either way).
+ * scoot.eager_agg_min_group_size rows per group, and the keys do not include a unique index's
+ * columns (a row per group). Then F's unparameterized paths are replaced by the ScootPreAgg path
+ * and F's row estimate becomes the group count, so the joins above are planned for the rows they
+ * will get; parameterized index paths stay (a nested loop may still fetch F's rows one by one:
+ * sums, minima and maxima above are exact either way), except in count mode, where every row
+ * must come with its group's count.
  *
  * The inner side of a semi or anti join (EXISTS / NOT EXISTS; CH Q4 and Q21) is grouped the same
  * way when it is one scoot table whose join clauses compare all but one of its columns by
@@ -129,9 +135,18 @@ typedef struct UseContext
 	int			natts;			/* F's columns (when chosen) */
 	char	   *use;			/* per attribute number: USE_* bits */
 	bool		bad;			/* an aggregate or reference that rules eager aggregation out */
+	bool		weighted;		/* an aggregate needs each group's row count (count mode) */
 } UseContext;
 
 static bool use_walker(Node *node, UseContext *cx);
+
+typedef struct WeighContext
+{
+	Index		relid;			/* F */
+	Oid			count_fn;		/* scoot.eager_count(bigint) */
+	Oid			sum_fn;			/* scoot.eager_sum(bigint) */
+	List	   *done;			/* Aggrefs already rewritten (the same node reached twice) */
+} WeighContext;
 
 /* A plain pg_catalog aggregate of this name, with one argument and nothing else? */
 static bool
@@ -168,6 +183,33 @@ note_use(UseContext *cx, AttrNumber att, char use)
 	cx->use[att] |= use;
 }
 
+
+/*
+ * An aggregate count mode answers over F's groups by weighing each group's row count (the
+ * weighted forms: weigh_aggref): count(*) and count(x), FILTER allowed, and sum(x) of an
+ * integer or numeric x.
+ */
+static bool
+weighable(Aggref *a)
+{
+	if (a->aggsplit != AGGSPLIT_SIMPLE || a->aggdistinct != NIL || a->aggorder != NIL ||
+		a->aggvariadic || a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 ||
+		a->aggdirectargs != NIL)
+		return false;
+	switch (a->aggfnoid)
+	{
+		case F_COUNT_:
+			return a->aggstar;
+		case F_COUNT_ANY:
+		case F_SUM_INT2:
+		case F_SUM_INT4:
+		case F_SUM_INT8:
+		case F_SUM_NUMERIC:
+			return !a->aggstar && list_length(a->args) == 1;
+		default:
+			return false;
+	}
+}
 
 /* A numeric constant 0, or NULL? */
 static bool
@@ -256,15 +298,27 @@ use_walker(Node *node, UseContext *cx)
 
 		if (plain_agg(a, "sum"))
 		{
-			/* a sum counts its rows' multiplicity: only sums of F's numeric columns */
+			/* a sum of F's numeric column: the groups' partial sums */
 			v = summed_var((Node *) ((TargetEntry *) linitial(a->args))->expr, cx);
-			if (v == NULL || v->varno != (int) cx->relid || a->aggtype != NUMERICOID)
+			if (v != NULL && v->varno == (int) cx->relid && a->aggtype == NUMERICOID)
 			{
-				cx->bad = true;
+				note_use(cx, v->varattno, USE_SUM);
 				return false;
 			}
-			note_use(cx, v->varattno, USE_SUM);
-			return false;
+		}
+		if (a->aggdistinct != NIL && a->aggkind == AGGKIND_NORMAL && a->agglevelsup == 0 &&
+			a->aggsplit == AGGSPLIT_SIMPLE)
+		{
+			/* DISTINCT: the answer does not depend on how often a value comes */
+			return expression_tree_walker((Node *) a->args, use_walker, cx) ||
+				use_walker((Node *) a->aggorder, cx) || use_walker((Node *) a->aggfilter, cx);
+		}
+		if (weighable(a))
+		{
+			/* count and other sums: over the groups, each weighing its row count */
+			cx->weighted = true;
+			return expression_tree_walker((Node *) a->args, use_walker, cx) ||
+				use_walker((Node *) a->aggfilter, cx);
 		}
 		if (plain_agg(a, "min") || plain_agg(a, "max"))
 		{
@@ -279,7 +333,7 @@ use_walker(Node *node, UseContext *cx)
 			/* min/max of anything else: its columns are used as they are */
 			return expression_tree_walker((Node *) a->args, use_walker, cx);
 		}
-		cx->bad = true;			/* count, avg, ...: they depend on the number of rows */
+		cx->bad = true;			/* avg, ...: they depend on the number of rows */
 		return false;
 	}
 	if (IsA(node, SubLink) || IsA(node, SubPlan) || IsA(node, PlaceHolderVar) ||
@@ -526,6 +580,133 @@ semi_join_uses(PlannerInfo *root, RelOptInfo *rel, UseContext *cx)
 }
 
 /*
+ * Count mode. A count, or a sum over another table's columns, counts every row of F that joins:
+ * over F's groups it is the same count or sum with each joined group weighing its number of
+ * rows. The engine counts them (count(*) per group, one more partial aggregate) into a column
+ * of F the query cannot otherwise read there (tableoid: a query reading it is refused), typed
+ * bigint, which the joins carry up to the aggregation; its aggregates are rewritten in place:
+ *   count(*)        -> scoot.eager_count(w)               (the sum of w, 0 over no rows)
+ *   count(x)        -> scoot.eager_count(w) FILTER (WHERE x IS NOT NULL [AND the filter])
+ *   sum(int2/int4 x) -> scoot.eager_sum(x::bigint * w)    (bigint, as sum's)
+ *   sum(int8 x)     -> sum(x::numeric * w::numeric)       (numeric, as sum's)
+ *   sum(numeric x)  -> sum(x * w::numeric)                (the same digits: x times w exactly)
+ * DISTINCT aggregates, min and max need no weight; F's own summed columns are partial sums.
+ * The products cannot overflow (a bigint product of an int4 and a count below 2^32 rows per
+ * group; numeric is exact). The expressions are rewritten where the planner keeps them: the
+ * target list, HAVING, and the sort's copies in equivalence classes (ORDER BY sum(...)).
+ */
+#define WEIGHT_ATT	TableOidAttributeNumber
+
+static Var *
+weight_var(Index relid)
+{
+	return makeVar(relid, WEIGHT_ATT, INT8OID, -1, InvalidOid, 0);
+}
+
+static Expr *
+int8_of(Expr *e)
+{
+	Oid			t = exprType((Node *) e);
+
+	if (t == INT8OID)
+		return e;
+	return (Expr *) makeFuncExpr(t == INT2OID ? F_INT8_INT2 : F_INT8_INT4, INT8OID, list_make1(e),
+								 InvalidOid, InvalidOid, COERCE_IMPLICIT_CAST);
+}
+
+static Expr *
+numeric_of(Expr *e)
+{
+	if (exprType((Node *) e) == NUMERICOID)
+		return e;
+	return (Expr *) makeFuncExpr(F_NUMERIC_INT8, NUMERICOID, list_make1(int8_of(e)),
+								 InvalidOid, InvalidOid, COERCE_IMPLICIT_CAST);
+}
+
+/* F's own numeric column summed: a partial sum, not weighed (use_walker's USE_SUM) */
+static bool
+partial_sum(Aggref *a, Index relid)
+{
+	Var		   *v;
+
+	if (!plain_agg(a, "sum"))
+		return false;
+	v = summed_var((Node *) ((TargetEntry *) linitial(a->args))->expr, NULL);
+	return v != NULL && v->varno == (int) relid && a->aggtype == NUMERICOID;
+}
+
+/* Rewrites weighable aggregate `a` in place into its form over F's weighed groups. */
+static void
+weigh_aggref(Aggref *a, WeighContext *wc)
+{
+	Expr	   *w = (Expr *) weight_var(wc->relid);
+	Expr	   *x = a->args != NIL ? ((TargetEntry *) linitial(a->args))->expr : NULL;
+	Expr	   *arg;
+
+	switch (a->aggfnoid)
+	{
+		case F_COUNT_ANY:
+			{
+				NullTest   *nt = makeNode(NullTest);
+
+				nt->arg = x;
+				nt->nulltesttype = IS_NOT_NULL;
+				nt->argisrow = false;
+				nt->location = -1;
+				a->aggfilter = a->aggfilter == NULL ? (Expr *) nt :
+					make_andclause(list_make2(nt, a->aggfilter));
+			}
+			/* FALLTHROUGH */
+		case F_COUNT_:
+			a->aggfnoid = wc->count_fn;
+			a->aggstar = false;
+			a->aggtranstype = INT8OID;
+			arg = w;
+			break;
+		case F_SUM_INT2:
+		case F_SUM_INT4:
+			a->aggfnoid = wc->sum_fn;
+			a->aggtranstype = INT8OID;
+			arg = (Expr *) makeFuncExpr(F_INT8MUL, INT8OID, list_make2(int8_of(x), w),
+										InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+			break;
+		case F_SUM_INT8:
+		case F_SUM_NUMERIC:
+			a->aggfnoid = F_SUM_NUMERIC;
+			a->aggtranstype = INTERNALOID;
+			arg = (Expr *) makeFuncExpr(F_NUMERIC_MUL, NUMERICOID,
+										list_make2(numeric_of(x), numeric_of(w)),
+										InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+			break;
+		default:
+			elog(ERROR, "scoot: ScootPreAgg cannot weigh aggregate %u", a->aggfnoid);
+	}
+	a->aggargtypes = list_make1_oid(exprType((Node *) arg));
+	a->args = list_make1(makeTargetEntry(arg, 1, NULL, false));
+	a->inputcollid = InvalidOid;
+}
+
+static bool
+weigh_walker(Node *node, WeighContext *wc)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Aggref))
+	{
+		Aggref	   *a = (Aggref *) node;
+
+		if (!list_member_ptr(wc->done, a))
+		{
+			wc->done = lappend(wc->done, a);
+			if (weighable(a) && !partial_sum(a, wc->relid))
+				weigh_aggref(a, wc);
+		}
+		return false;
+	}
+	return expression_tree_walker(node, weigh_walker, wc);
+}
+
+/*
  * Offers the ScootPreAgg path for scoot table `rel` (relation `r`, open) when eager
  * aggregation is exact and pays (see the header); replaces its unparameterized paths then.
  */
@@ -536,6 +717,7 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 	Index		relid = rel->relid;
 	Index		first = 0;
 	UseContext	cx;
+	WeighContext wc;
 	StringInfoData spec;
 	List	   *keys = NIL,
 			   *aggs = NIL,
@@ -557,14 +739,15 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 	cx.natts = natts;
 	cx.use = palloc0(natts + 1);
 	cx.bad = false;
+	cx.weighted = false;
 	if (query_allows(root))
 	{
 		/* F: the first sum's table */
 		first_sum_walker((Node *) root->parse->targetList, &first);
 		if (first == 0)
 			first_sum_walker(root->parse->havingQual, &first);
-		if (first != relid)
-			return;
+		if (first != relid && first != 0 && first != (Index) -1)
+			return;				/* another table's sums: that table is grouped, if any */
 
 		/* how the query uses F's columns outside F's own filters */
 		use_walker((Node *) root->parse->targetList, &cx);
@@ -572,6 +755,42 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 		walk_jointree(root, (Node *) root->parse->jointree, &cx);
 		if (cx.bad)
 			return;
+		/* not the first sum's table: only counting its groups' rows makes it exact */
+		if (first != relid && !cx.weighted)
+			return;
+		/* count mode groups the table with the most rows (the fact table: it shrinks most) */
+		if (first != relid)
+			for (int i = 1; i < root->simple_rel_array_size; i++)
+			{
+				RelOptInfo *o = root->simple_rel_array[i];
+
+				if (o != NULL && o != rel && o->reloptkind == RELOPT_BASEREL && o->rows > rel->rows)
+					return;
+			}
+		/* one grouped table per query level: a second would drop the first's row counts */
+		for (int i = 1; i < root->simple_rel_array_size; i++)
+		{
+			RelOptInfo *o = root->simple_rel_array[i];
+
+			if (o != NULL && o != rel && o->reloptkind == RELOPT_BASEREL)
+				foreach(lc, o->pathlist)
+					if (IsA(lfirst(lc), CustomPath) &&
+						((CustomPath *) lfirst(lc))->methods == &preagg_path_methods)
+						return;
+		}
+		if (cx.weighted)
+		{
+			Oid			argt = INT8OID;
+
+			wc.relid = relid;
+			wc.done = NIL;
+			wc.count_fn = LookupFuncName(list_make2(makeString("scoot"), makeString("eager_count")),
+										 1, &argt, true);
+			wc.sum_fn = LookupFuncName(list_make2(makeString("scoot"), makeString("eager_sum")),
+									   1, &argt, true);
+			if (!OidIsValid(wc.count_fn) || !OidIsValid(wc.sum_fn))
+				return;			/* an extension script from before count mode */
+		}
 	}
 	else if (!semi_join_uses(root, rel, &cx))
 		return;
@@ -626,12 +845,33 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 		key_exprs = lappend(key_exprs, v);
 	}
 	/* no keys: one group even over no rows, where the join would have had none */
-	if (aggs == NIL || keys == NIL || key_words > 4)
+	if ((aggs == NIL && !cx.weighted) || keys == NIL || key_words > 4)
 		return;
 	/* the fallback groups with PostgreSQL's hash aggregation: keys it can hash */
 	foreach(lc, keys)
 		if (!OidIsValid(hash_eq_op(((Var *) lfirst(lc))->vartype)))
 			return;
+	/*
+	 * keys that include a unique index's columns: a row per group, nothing to gain (the group
+	 * estimate multiplies the columns' distinct counts and misses it)
+	 */
+	foreach(lc, rel->indexlist)
+	{
+		IndexOptInfo *ix = lfirst(lc);
+		bool		covered = ix->unique && ix->indpred == NIL;
+
+		for (int k = 0; covered && k < ix->nkeycolumns; k++)
+		{
+			ListCell   *kc;
+
+			covered = false;
+			foreach(kc, keys)
+				if (((Var *) lfirst(kc))->varattno == ix->indexkeys[k])
+					covered = true;
+		}
+		if (covered)
+			return;
+	}
 	foreach(lc, aggs)
 	{
 		Var		   *v = lfirst(lc);
@@ -644,6 +884,13 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 		appendStringInfo(&spec, "A %s v%d:%s\n", kind, v->varattno,
 						 scoot_agg_type_code(v->vartype, v->vartypmod, false));
 		kinds = lappend(kinds, makeString(kind));
+	}
+	/* count mode: each group's row count, in the column weight_var names */
+	if (cx.weighted)
+	{
+		appendStringInfoString(&spec, "A countstar\n");
+		aggs = lappend(aggs, weight_var(relid));
+		kinds = lappend(kinds, makeString("count"));
 	}
 
 	/* does it pay? */
@@ -658,7 +905,9 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 
 		if (p->param_info != NULL)
 		{
-			kept = lappend(kept, p);
+			/* a fetch of F's rows one by one: exact for sums and min / max, not for counts */
+			if (!cx.weighted)
+				kept = lappend(kept, p);
 			continue;
 		}
 		if (p->pathkeys == NIL && (IsA(p, CustomPath) || p->pathtype == T_SeqScan) &&
@@ -691,6 +940,29 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 									makeInteger(list_length(keys)), described, kinds);
 	cp->methods = &preagg_path_methods;
 
+	/*
+	 * Count mode: the joins carry the row count column up to the aggregation, whose counts and
+	 * sums weigh each joined group by it.
+	 */
+	if (cx.weighted)
+	{
+		Var		   *w = weight_var(relid);
+		int			ndx = WEIGHT_ATT - rel->min_attr;
+		ListCell   *m;
+
+		rel->reltarget->exprs = lappend(rel->reltarget->exprs, w);
+		rel->reltarget->width += sizeof(int64);
+		rel->attr_needed[ndx] = bms_add_member(rel->attr_needed[ndx], 0);
+		rel->attr_widths[ndx] = sizeof(int64);
+		weigh_walker((Node *) root->processed_tlist, &wc);
+		weigh_walker((Node *) root->parse->targetList, &wc);
+		weigh_walker(root->parse->havingQual, &wc);
+		/* ORDER BY / DISTINCT over an aggregate: the sort's copies of the expressions */
+		foreach(lc, root->eq_classes)
+			foreach(m, ((EquivalenceClass *) lfirst(lc))->ec_members)
+				weigh_walker((Node *) ((EquivalenceMember *) lfirst(m))->em_expr, &wc);
+	}
+
 	/* F now yields its groups: the joins above are planned for that many rows */
 	rel->rows = cp->path.rows;
 	rel->pathlist = kept;
@@ -713,7 +985,11 @@ preagg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	foreach(lc, cols)
 	{
 		scan_tlist = lappend(scan_tlist, makeTargetEntry(copyObject(lfirst(lc)), resno, NULL, false));
-		child_tlist = lappend(child_tlist, makeTargetEntry(copyObject(lfirst(lc)), resno, NULL, false));
+		/* the row count (count mode) is counted, not read */
+		if (((Var *) lfirst(lc))->varattno > 0)
+			child_tlist = lappend(child_tlist, makeTargetEntry(copyObject(lfirst(lc)),
+															   list_length(child_tlist) + 1,
+															   NULL, false));
 		resno++;
 	}
 	/* the plain scan reads the key and aggregated columns */
@@ -812,6 +1088,21 @@ fallback_agg(Plan *scan, List *cols, int nkeys, List *kinds, double groups)
 				elog(ERROR, "scoot: no hashable equality for a ScootPreAgg key");
 			e = (Expr *) copyObject(v);
 		}
+		else if (strcmp(strVal(list_nth(kinds, i - nkeys)), "count") == 0)
+		{
+			/* count mode's row count: count(*) */
+			Aggref	   *a = makeNode(Aggref);
+
+			a->aggfnoid = F_COUNT_;
+			a->aggtype = INT8OID;
+			a->aggtranstype = INT8OID;
+			a->aggstar = true;
+			a->aggkind = AGGKIND_NORMAL;
+			a->aggsplit = AGGSPLIT_SIMPLE;
+			a->aggno = a->aggtransno = i - nkeys;
+			a->location = -1;
+			e = (Expr *) a;
+		}
 		else
 		{
 			Aggref	   *a = makeNode(Aggref);
@@ -887,7 +1178,10 @@ preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		{
 			if (aggs.len > 0)
 				appendStringInfoString(&aggs, ", ");
-			appendStringInfo(&aggs, "%s(%s)", strVal(list_nth(kinds, i - 1 - nkeys)), col);
+			if (strcmp(strVal(list_nth(kinds, i - 1 - nkeys)), "count") == 0)
+				appendStringInfoString(&aggs, "count(*)");
+			else
+				appendStringInfo(&aggs, "%s(%s)", strVal(list_nth(kinds, i - 1 - nkeys)), col);
 		}
 	}
 	ExplainPropertyText("Scoot Group Keys", keys.data, es);

@@ -305,3 +305,20 @@ pub unsafe extern "C" fn scoot_scan_join_filter_removed(scan: pg_sys::TableScanD
 pub unsafe extern "C" fn scoot_scan_zone_skipped(scan: pg_sys::TableScanDesc) -> i64 {
     am::scan::zone_skipped(scan) as i64
 }
+
+// Count mode of eager aggregation (custompreagg.c): counts and sums above a pre-aggregated
+// table's groups weigh each group by its row count with these two (plain sums of bigints: the
+// count's is 0 over no rows, as count's).
+pgrx::extension_sql!(
+    r#"
+CREATE AGGREGATE eager_count(bigint) (
+    SFUNC = int8pl, STYPE = bigint, INITCOND = '0', COMBINEFUNC = int8pl, PARALLEL = SAFE);
+COMMENT ON AGGREGATE eager_count(bigint) IS
+    'internal (eager aggregation): count(*) over pre-aggregated groups, each weighing its row count';
+CREATE AGGREGATE eager_sum(bigint) (
+    SFUNC = int8pl, STYPE = bigint, COMBINEFUNC = int8pl, PARALLEL = SAFE);
+COMMENT ON AGGREGATE eager_sum(bigint) IS
+    'internal (eager aggregation): sum(integer x) over pre-aggregated groups, as the sum of x times each group''s row count';
+"#,
+    name = "eager_agg_weighted",
+);
