@@ -332,8 +332,27 @@ pub unsafe fn prepare(
             }
         }
         let wide = || {
-            let data = pg_sys::heap_compute_data_size(td, values, isnull);
             let hdr = align_to(23 + n.div_ceil(8), 8);
+            // an upper bound of heap's data size first (no value is external here: has_ext
+            // decides before this runs): each value whole plus the most alignment padding
+            // before it. Most rows are far below the threshold and need no exact size.
+            let mut bound = 0usize;
+            for i in 0..n {
+                if *isnull.add(i) {
+                    continue;
+                }
+                let a = &*ffi::tupdesc_attr(td, i);
+                let p = (*values.add(i)).cast_mut_ptr::<u8>() as *const u8;
+                bound += 7 + match a.attlen {
+                    l if l > 0 => l as usize,
+                    -1 => varlena::size_any(p),
+                    _ => std::ffi::CStr::from_ptr(p as *const std::ffi::c_char).count_bytes() + 1,
+                };
+            }
+            if hdr + bound <= TOAST_TUPLE_THRESHOLD {
+                return false;
+            }
+            let data = pg_sys::heap_compute_data_size(td, values, isnull);
             hdr + data > TOAST_TUPLE_THRESHOLD
         };
         let relkind = (*(*rel).rd_rel).relkind as u8;
