@@ -97,6 +97,15 @@ WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND 
 GROUP BY o.id, o.w, o.d, c.id, c.name, o.placed, o.cnt
 HAVING sum(l.n) > 200 ORDER BY sum(l.n) DESC, o.placed, o.id, o.d LIMIT 8;
 RESET scoot.unique_groups;
+-- eager aggregation's count mode below: each order's lines counted, the counts and the sums of
+-- another table's column weighed by them; over one row per group, the weight itself
+EXPLAIN (COSTS OFF)
+SELECT o.id, o.d, count(*), sum(o.cnt), sum(l.n) FROM ug_o o, ug_l l
+WHERE l.w = o.w AND l.d = o.d AND l.o = o.id GROUP BY o.w, o.d, o.id;
+SELECT ug_check($$SELECT o.id, o.d, count(*), sum(o.cnt), sum(l.n) FROM ug_o o, ug_l l
+WHERE l.w = o.w AND l.d = o.d AND l.o = o.id GROUP BY o.w, o.d, o.id$$);
+SELECT ug_check($$SELECT o.id, count(*), sum(o.cnt) FROM ug_o o, ug_l l
+WHERE l.w = o.w AND l.d = o.d AND l.o = o.id AND o.id % 5 = 1 GROUP BY o.w, o.d, o.id HAVING count(*) > 2$$);
 
 -- the differential check, and which plan each query gets
 SELECT ug_check($q$

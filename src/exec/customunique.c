@@ -22,7 +22,8 @@
  * determined leaf to all its columns, until nothing changes. If every leaf is determined, two
  * rows of one group would be the same combination of leaf rows, which an inner join emits once.
  * Aggregates with FILTER, ORDER BY, DISTINCT or of another kind than sum (of integers, numeric,
- * floats, money or intervals), min, max and count keep PostgreSQL's plan.
+ * floats, money or intervals), min, max and count (and count mode's weighted scoot.eager_count(w)
+ * = w and scoot.eager_sum(v) = v) keep PostgreSQL's plan.
  */
 #include "postgres.h"
 
@@ -422,6 +423,41 @@ one_row_groups(PlannerInfo *root, Path *input, StringInfo why)
 }
 
 /* The value of aggregate `a` over one row, as an expression of that row (NULL: not known how). */
+/*
+ * Eager aggregation's count mode (custompreagg.c) over one row: scoot.eager_sum(v) is v and
+ * scoot.eager_count(w) is w (the row's group count; 0 if NULL, as a count over no rows), both
+ * bigint. NULL for anything else.
+ */
+static Node *
+eager_one_row_value(Aggref *a)
+{
+	Oid			nsp = get_namespace_oid("scoot", true);
+	char	   *name;
+	Node	   *arg;
+
+	if (!OidIsValid(nsp) || get_func_namespace(a->aggfnoid) != nsp || a->aggstar ||
+		list_length(a->args) != 1 || a->aggtype != INT8OID)
+		return NULL;
+	name = get_func_name(a->aggfnoid);
+	arg = (Node *) copyObject(linitial_node(TargetEntry, a->args)->expr);
+	if (name == NULL || exprType(arg) != INT8OID)
+		return NULL;
+	if (strcmp(name, "eager_sum") == 0)
+		return arg;
+	if (strcmp(name, "eager_count") == 0)
+	{
+		CoalesceExpr *c = makeNode(CoalesceExpr);
+
+		c->coalescetype = INT8OID;
+		c->coalescecollid = InvalidOid;
+		c->args = list_make2(arg, makeConst(INT8OID, -1, InvalidOid, sizeof(int64),
+											Int64GetDatum(0), false, FLOAT8PASSBYVAL));
+		c->location = -1;
+		return (Node *) c;
+	}
+	return NULL;
+}
+
 static Node *
 one_row_value(Aggref *a)
 {
@@ -431,9 +467,10 @@ one_row_value(Aggref *a)
 
 	if (a->aggfilter != NULL || a->aggorder != NIL || a->aggdistinct != NIL ||
 		a->aggkind != AGGKIND_NORMAL || a->agglevelsup != 0 || a->aggdirectargs != NIL ||
-		a->aggvariadic || a->aggsplit != AGGSPLIT_SIMPLE ||
-		get_func_namespace(a->aggfnoid) != PG_CATALOG_NAMESPACE)
+		a->aggvariadic || a->aggsplit != AGGSPLIT_SIMPLE)
 		return NULL;
+	if (get_func_namespace(a->aggfnoid) != PG_CATALOG_NAMESPACE)
+		return eager_one_row_value(a);
 	name = get_func_name(a->aggfnoid);
 	if (name == NULL)
 		return NULL;
