@@ -758,25 +758,23 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 		/* not the first sum's table: only counting its groups' rows makes it exact */
 		if (first != relid && !cx.weighted)
 			return;
-		/* count mode groups the table with the most rows (the fact table: it shrinks most) */
-		if (first != relid)
-			for (int i = 1; i < root->simple_rel_array_size; i++)
-			{
-				RelOptInfo *o = root->simple_rel_array[i];
-
-				if (o != NULL && o != rel && o->reloptkind == RELOPT_BASEREL && o->rows > rel->rows)
-					return;
-			}
-		/* one grouped table per query level: a second would drop the first's row counts */
+		/*
+		 * The query's other tables: one grouped table per query level (a second would drop the
+		 * first's row counts), and count mode groups the table with the most rows (the fact
+		 * table: it shrinks most)
+		 */
 		for (int i = 1; i < root->simple_rel_array_size; i++)
 		{
 			RelOptInfo *o = root->simple_rel_array[i];
 
-			if (o != NULL && o != rel && o->reloptkind == RELOPT_BASEREL)
-				foreach(lc, o->pathlist)
-					if (IsA(lfirst(lc), CustomPath) &&
-						((CustomPath *) lfirst(lc))->methods == &preagg_path_methods)
-						return;
+			if (o == NULL || o == rel || o->reloptkind != RELOPT_BASEREL)
+				continue;
+			if (first != relid && o->rows > rel->rows)
+				return;
+			foreach(lc, o->pathlist)
+				if (IsA(lfirst(lc), CustomPath) &&
+					((CustomPath *) lfirst(lc))->methods == &preagg_path_methods)
+					return;
 		}
 		if (cx.weighted)
 		{
@@ -1088,35 +1086,33 @@ fallback_agg(Plan *scan, List *cols, int nkeys, List *kinds, double groups)
 				elog(ERROR, "scoot: no hashable equality for a ScootPreAgg key");
 			e = (Expr *) copyObject(v);
 		}
-		else if (strcmp(strVal(list_nth(kinds, i - nkeys)), "count") == 0)
-		{
-			/* count mode's row count: count(*) */
-			Aggref	   *a = makeNode(Aggref);
-
-			a->aggfnoid = F_COUNT_;
-			a->aggtype = INT8OID;
-			a->aggtranstype = INT8OID;
-			a->aggstar = true;
-			a->aggkind = AGGKIND_NORMAL;
-			a->aggsplit = AGGSPLIT_SIMPLE;
-			a->aggno = a->aggtransno = i - nkeys;
-			a->location = -1;
-			e = (Expr *) a;
-		}
 		else
 		{
 			Aggref	   *a = makeNode(Aggref);
-			Oid			transtype = InvalidOid;
+			const char *kind = strVal(list_nth(kinds, i - nkeys));
 
-			a->aggfnoid = builtin_agg(strVal(list_nth(kinds, i - nkeys)), v->vartype, &transtype);
-			if (!OidIsValid(a->aggfnoid))
-				elog(ERROR, "scoot: no aggregate for a ScootPreAgg column");
-			a->aggtype = get_func_rettype(a->aggfnoid);
-			a->aggcollid = type_is_collatable(a->aggtype) ? v->varcollid : InvalidOid;
-			a->inputcollid = v->varcollid;
-			a->aggtranstype = transtype;
-			a->aggargtypes = list_make1_oid(v->vartype);
-			a->args = list_make1(makeTargetEntry((Expr *) copyObject(v), 1, NULL, false));
+			if (strcmp(kind, "count") == 0)
+			{
+				/* count mode's row count: count(*) */
+				a->aggfnoid = F_COUNT_;
+				a->aggtype = INT8OID;
+				a->aggtranstype = INT8OID;
+				a->aggstar = true;
+			}
+			else
+			{
+				Oid			transtype = InvalidOid;
+
+				a->aggfnoid = builtin_agg(kind, v->vartype, &transtype);
+				if (!OidIsValid(a->aggfnoid))
+					elog(ERROR, "scoot: no aggregate for a ScootPreAgg column");
+				a->aggtype = get_func_rettype(a->aggfnoid);
+				a->aggcollid = type_is_collatable(a->aggtype) ? v->varcollid : InvalidOid;
+				a->inputcollid = v->varcollid;
+				a->aggtranstype = transtype;
+				a->aggargtypes = list_make1_oid(v->vartype);
+				a->args = list_make1(makeTargetEntry((Expr *) copyObject(v), 1, NULL, false));
+			}
 			a->aggkind = AGGKIND_NORMAL;
 			a->aggsplit = AGGSPLIT_SIMPLE;
 			a->aggno = a->aggtransno = i - nkeys;
