@@ -18,6 +18,10 @@
 //! compare by equality (distinct values and null fraction, sampled once per backend), so that
 //! joins on them are estimated from the data.
 //!
+//! `joinest.c` corrects PostgreSQL's estimate of a join of a scoot table to a grouped subquery on
+//! the group key and the group's min() / max() of one of its columns (the argmin of CH / TPC-H Q2):
+//! at least one row per group, not the 1/200 of one that independent clauses give.
+//!
 //! `customagg.c` + `agg.rs` are ScootAgg, aggregate pushdown (count/sum/avg/min/max with or
 //! without GROUP BY computed a block at a time on the column regions).
 //!
@@ -39,6 +43,7 @@ unsafe extern "C" {
     fn scoot_install_custom_unique();
     fn scoot_install_custom_share();
     fn scoot_install_expr_stats();
+    fn scoot_install_join_estimates();
 }
 
 /// Registers the custom scan and its planner hook (`_PG_init`, preloaded only).
@@ -50,6 +55,7 @@ pub fn install() {
         scoot_install_custom_unique();
         scoot_install_custom_share();
         scoot_install_expr_stats();
+        scoot_install_join_estimates();
     }
 }
 
