@@ -20,15 +20,6 @@ INSERT INTO xs_c SELECT * FROM xs_ch;
 INSERT INTO xs_n SELECT * FROM xs_nh;
 ANALYZE xs_c, xs_n, xs_ch, xs_nh;
 
--- the planner's row estimate for q, and the actual row count
-CREATE FUNCTION xs_est(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE plan json; actual bigint;
-BEGIN
-  EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO plan;
-  EXECUTE 'SELECT count(*) FROM (' || q || ') x' INTO actual;
-  RETURN format('estimate %s, actual %s', plan->0->'Plan'->>'Plan Rows', actual);
-END $$;
-
 CREATE FUNCTION xs_rows(q text) RETURNS float8 LANGUAGE plpgsql AS $$
 DECLARE plan json;
 BEGIN
@@ -37,35 +28,35 @@ BEGIN
 END $$;
 
 -- the join on the expression: 26 distinct values, not 200
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
 SET scoot.expression_stats = off;
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
 RESET scoot.expression_stats;
 -- heap tables keep PostgreSQL's default
-SELECT xs_est('SELECT * FROM xs_ch c JOIN xs_nh n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_ch c JOIN xs_nh n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
 -- a restriction clause, and an expression with NULLs (x is NULL in a tenth of the rows)
-SELECT xs_est('SELECT * FROM xs_c WHERE ascii(substr(state, 2, 1)) - 65 = 3');
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON c.x + 1 = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c WHERE ascii(substr(state, 2, 1)) - 65 = 3');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON c.x + 1 = n.key');
 SET scoot.expression_stats = off;
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON c.x + 1 = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON c.x + 1 = n.key');
 RESET scoot.expression_stats;
 
 -- a user-defined function is not run at planning time: PostgreSQL's default (an SQL function
 -- the planner inlines into built-in ones is sampled)
 CREATE FUNCTION xs_first(t text) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT ascii(t) - 65 $$;
 CREATE FUNCTION xs_first_p(t text) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RETURN ascii(t) - 65; END $$;
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON xs_first_p(c.state) = n.key');
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON xs_first(c.state) = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON xs_first_p(c.state) = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON xs_first(c.state) = n.key');
 -- an expression that fails on some row gets no statistics; planning does not fail
 EXPLAIN (COSTS OFF) SELECT * FROM xs_c c JOIN xs_n n ON 100 / (c.big - 7) = n.key;
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON 100 / (c.big - 7) = n.key AND c.big <> 7');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON 100 / (c.big - 7) = n.key AND c.big <> 7');
 
 -- a serializable transaction samples nothing (the sample's scan would take a relation-wide
 -- predicate lock): PostgreSQL's default there, the sampled statistics after it
 BEGIN ISOLATION LEVEL SERIALIZABLE;
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON c.x * 3 = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON c.x * 3 = n.key');
 COMMIT;
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON c.x * 3 = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON c.x * 3 = n.key');
 
 -- a table above 30,000 rows is sampled (each row with a probability): 1,000 distinct values
 -- estimated within 10%
@@ -82,8 +73,8 @@ SELECT xs_rows('SELECT * FROM xs_big WHERE (i * 7) % 1000 = 5') BETWEEN 180 AND 
 -- now: 19,231 estimated; the old statistics would give 38,462)
 INSERT INTO xs_c SELECT i, chr(97 + i % 26) || 'x', i % 50, i FROM generate_series(20001, 40000) i;
 ANALYZE xs_c;
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
-SELECT xs_est('SELECT * FROM xs_c c JOIN xs_n n ON ascii(substr(c.state, 1, 1)) - 97 = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
+SELECT scoot_estimate('SELECT * FROM xs_c c JOIN xs_n n ON ascii(substr(c.state, 1, 1)) - 97 = n.key');
 
 -- the answers do not depend on the statistics
 SELECT count(*), sum(c.id), min(n.name), max(n.name)
@@ -94,7 +85,6 @@ FROM xs_c c JOIN xs_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key;
 RESET scoot.expression_stats;
 
 DROP TABLE xs_c, xs_n, xs_ch, xs_nh, xs_big;
-DROP FUNCTION xs_est(text);
 DROP FUNCTION xs_rows(text);
 DROP FUNCTION xs_first(text);
 DROP FUNCTION xs_first_p(text);

@@ -22,49 +22,40 @@ INSERT INTO je_d SELECT k, CASE WHEN k % 50 = 0 THEN 'rare' ELSE 'common' END
 CREATE INDEX je_t_k ON je_t (k);
 ANALYZE je_t, je_h, je_d;
 
--- the planner's row estimate for q, and the actual row count
-CREATE FUNCTION je_est(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE plan json; actual bigint;
-BEGIN
-  EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO plan;
-  EXECUTE 'SELECT count(*) FROM (' || q || ') x' INTO actual;
-  RETURN format('estimate %s, actual %s', plan->0->'Plan'->>'Plan Rows', actual);
-END $$;
-
 -- the argmin: one row per group (9,000), not 1/200 of that
-SELECT je_est('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_t GROUP BY k) m
+SELECT scoot_estimate('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_t GROUP BY k) m
                WHERE t.k = m.k AND t.x = m.mx');
 SET scoot.custom_scan = off;
-SELECT je_est('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_t GROUP BY k) m
+SELECT scoot_estimate('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_t GROUP BY k) m
                WHERE t.k = m.k AND t.x = m.mx');
 RESET scoot.custom_scan;
 -- max, written the other way round
-SELECT je_est('SELECT t.* FROM (SELECT k AS g, max(x) AS mx FROM je_t GROUP BY k) m, je_t t
+SELECT scoot_estimate('SELECT t.* FROM (SELECT k AS g, max(x) AS mx FROM je_t GROUP BY k) m, je_t t
                WHERE m.mx = t.x AND m.g = t.k');
 -- the subquery filters and joins (its extreme is still one of the table''s rows)
-SELECT je_est('SELECT t.* FROM je_t t,
+SELECT scoot_estimate('SELECT t.* FROM je_t t,
                  (SELECT t2.k, min(t2.x) AS mx FROM je_t t2 JOIN je_d d ON d.k = t2.k
                   WHERE t2.w < 3 GROUP BY t2.k) m
                WHERE t.k = m.k AND t.x = m.mx');
 
 -- left alone: a heap table
-SELECT je_est('SELECT t.* FROM je_h t, (SELECT k, min(x) AS mx FROM je_h GROUP BY k) m
+SELECT scoot_estimate('SELECT t.* FROM je_h t, (SELECT k, min(x) AS mx FROM je_h GROUP BY k) m
                WHERE t.k = m.k AND t.x = m.mx');
 -- another column than the aggregate's
-SELECT je_est('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_t GROUP BY k) m
+SELECT scoot_estimate('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_t GROUP BY k) m
                WHERE t.k = m.k AND t.y = m.mx');
 -- the aggregate over another table (the same rows, but not the joined table)
-SELECT je_est('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_h GROUP BY k) m
+SELECT scoot_estimate('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_h GROUP BY k) m
                WHERE t.k = m.k AND t.x = m.mx');
 -- no key clause: the extreme alone says nothing about which rows match
-SELECT je_est('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_t GROUP BY k) m
+SELECT scoot_estimate('SELECT t.* FROM je_t t, (SELECT k, min(x) AS mx FROM je_t GROUP BY k) m
                WHERE t.x = m.mx');
 -- an aggregate whose value is not one of its inputs
-SELECT je_est('SELECT t.* FROM je_t t, (SELECT k, avg(x)::int AS mx FROM je_t GROUP BY k) m
+SELECT scoot_estimate('SELECT t.* FROM je_t t, (SELECT k, avg(x)::int AS mx FROM je_t GROUP BY k) m
                WHERE t.k = m.k AND t.x = m.mx');
 
 -- CH Q2's shape: the key also joins a third table that filters it
-SELECT je_est('SELECT t.*, d.tag FROM je_t t, je_d d,
+SELECT scoot_estimate('SELECT t.*, d.tag FROM je_t t, je_d d,
                  (SELECT k, min(x) AS mx FROM je_t GROUP BY k) m
                WHERE d.k = t.k AND d.k = m.k AND t.x = m.mx AND d.tag = ''rare''');
 -- the plan that changes: with PostgreSQL's estimate (135 argmin rows) a nested loop probes je_d's
@@ -98,4 +89,3 @@ SELECT count(*), sum(t.w) FROM je_h t, (SELECT k, max(x) AS mx FROM je_h GROUP B
 WHERE t.k = m.k AND t.x = m.mx;
 
 DROP TABLE je_t, je_h, je_d;
-DROP FUNCTION je_est(text);

@@ -10,3 +10,12 @@ BEGIN
     PERFORM pg_sleep(0.05);
   END LOOP;
 END $$;
+-- for the scoot_specific_* tests of planner estimates: the planner's row estimate for q, and the
+-- actual row count
+CREATE FUNCTION scoot_estimate(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE plan json; actual bigint;
+BEGIN
+  EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO plan;
+  EXECUTE 'SELECT count(*) FROM (' || q || ') x' INTO actual;
+  RETURN format('estimate %s, actual %s', plan->0->'Plan'->>'Plan Rows', actual);
+END $$;
