@@ -219,6 +219,7 @@ raise_extreme(PlannerInfo *root, EquivalenceClass *ec)
 		ListCell   *lc;
 		List	   *keys = NIL;
 		double		keysel = 1.0;
+		Selectivity floor;
 		SpecialJoinInfo sj;
 
 		if (r == 0 || s == 0 || r == s)
@@ -257,7 +258,10 @@ raise_extreme(PlannerInfo *root, EquivalenceClass *ec)
 
 					if (!em2->em_is_child && member_rel(root, em2, &rk2) == r &&
 						rk2->varattno == katt)
+					{
 						rk = true;
+						break;
+					}
 				}
 			}
 			if (rk)
@@ -284,15 +288,14 @@ raise_extreme(PlannerInfo *root, EquivalenceClass *ec)
 				return;
 			keysel *= clause_selectivity(root, (Node *) linitial(kc), 0, JOIN_INNER, &sj);
 		}
+		/* at most 1: above 1 would mark the clause redundant */
+		floor = 1.0 / Max(rrel->tuples * keysel, 1.0);
 		foreach(lc, clauses_between(root, ec, r, s))
 		{
 			RestrictInfo *ri = (RestrictInfo *) lfirst(lc);
-			Selectivity own = clause_selectivity(root, (Node *) ri, 0, JOIN_INNER, &sj);
-			Selectivity floor = 1.0 / Max(rrel->tuples * keysel, 1.0);
 
-			/* 0 <= norm_selec <= 1 is a cached estimate; above 1 would mark it redundant */
-			if (own >= 0 && own < floor && ri->norm_selec <= 1.0)
-				ri->norm_selec = Min(floor, 1.0);
+			if (clause_selectivity(root, (Node *) ri, 0, JOIN_INNER, &sj) < floor)
+				ri->norm_selec = floor;		/* the cached estimate every join reads */
 		}
 		return;
 	}
