@@ -14,6 +14,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/exec/olapparallel.c");
     println!("cargo:rerun-if-changed=src/exec/exprstats.c");
     println!("cargo:rerun-if-changed=src/exec/joinest.c");
+    println!("cargo:rerun-if-changed=src/exec/distinctagg.c");
     println!("cargo:rerun-if-changed=src/exec/aggnode.h");
     // set by scripts/lib.sh: clones share one build cache, and the files above count as changed
     // only when newer than the last run of this script, whichever clone ran it
@@ -42,6 +43,7 @@ fn main() {
         .file("src/exec/olapparallel.c")
         .file("src/exec/exprstats.c")
         .file("src/exec/joinest.c")
+        .file("src/exec/distinctagg.c")
         .include(&inc)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-missing-field-initializers")

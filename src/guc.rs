@@ -70,6 +70,10 @@ pub static UNIQUE_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.shared_groups`: a grouped subquery over scoot tables that a statement reads more than
 /// once (a view joined and also aggregated in a subquery) is computed once (`exec/customshare.c`).
 pub static SHARED_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `scoot.distinct_aggs`: `count(DISTINCT x)` (and min/max/sum/avg of DISTINCT integers) over
+/// scoot tables is planned as a GROUP BY of the groups and x under a GROUP BY of the groups
+/// (`exec/distinctagg.c`).
+pub static DISTINCT_AGGS: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.olap_parallel_yield`: statements that read OLAP snapshots plan no more parallel
 /// workers than there are CPUs not taken by other busy sessions (`exec/olapparallel.c`).
 pub static OLAP_PARALLEL_YIELD: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -174,6 +178,14 @@ pub fn define() {
         c"A grouped subquery over scoot tables that a statement reads more than once is computed once (needs scoot.custom_scan).",
         c"When the same uncorrelated GROUP BY / aggregate subquery (typically a view) occurs more than once in a statement, each occurrence's aggregation is wrapped in a ScootShare node: the first to run computes the groups into a tuplestore, the others read them there, and each applies its own HAVING. Off: every occurrence is computed on its own, as PostgreSQL does.",
         &SHARED_GROUPS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.distinct_aggs",
+        c"DISTINCT aggregates over scoot tables are computed by grouping on their argument first (needs scoot.custom_scan).",
+        c"A statement reading a scoot table whose aggregates are all count(DISTINCT x) (or min, max, sum, avg of DISTINCT integer x) over one argument x is planned as a GROUP BY of its groups and x under a GROUP BY of its groups, so both can be hashed or share one sort, instead of a sort per group inside PostgreSQL's Agg. Off: PostgreSQL's Agg sorts each group's values.",
+        &DISTINCT_AGGS,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -2737,11 +2737,14 @@ static planner_hook_type prev_planner = NULL;
 extern List *scoot_share_tag_duplicates(Query *parse);
 extern void scoot_share_restore_tags(List *saved);
 
+/* distinctagg.c: DISTINCT aggregates computed by grouping on their argument first */
+extern Query *scoot_distinct_agg_rewrite(Query *parse);
+
 /* olapparallel.c: parallel workers of statements reading OLAP snapshots yield to busy sessions */
 extern int	scoot_olap_parallel_cap(Query *parse);
 
 static PlannedStmt *
-scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamListInfo boundParams)
+plan_statement(Query *parse, const char *query_string, int cursorOptions, ParamListInfo boundParams)
 {
 	PlannedStmt *volatile stmt;
 	ListCell   *lc;
@@ -2773,6 +2776,13 @@ scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamLi
 			physical_tlists(stmt, lfirst(lc));
 	}
 	return stmt;
+}
+
+static PlannedStmt *
+scoot_planner(Query *parse, const char *query_string, int cursorOptions, ParamListInfo boundParams)
+{
+	return plan_statement(scoot_distinct_agg_rewrite(parse), query_string, cursorOptions,
+						  boundParams);
 }
 
 /*

@@ -22,6 +22,10 @@
 //! the group key and the group's min() / max() of one of its columns (the argmin of CH / TPC-H Q2):
 //! at least one row per group, not the 1/200 of one that independent clauses give.
 //!
+//! `distinctagg.c` rewrites a statement whose aggregates are all `count(DISTINCT x)` into a
+//! GROUP BY of its groups and x under a GROUP BY of its groups, before PostgreSQL plans it, so
+//! the distinct values are found by hashing or one shared sort instead of a sort per group.
+//!
 //! `customagg.c` + `agg.rs` are ScootAgg, aggregate pushdown (count/sum/avg/min/max with or
 //! without GROUP BY computed a block at a time on the column regions).
 //!
@@ -69,6 +73,12 @@ pub extern "C" fn scoot_agg_pushdown_enabled() -> bool {
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_unique_groups_enabled() -> bool {
     scoot_custom_scan_enabled() && guc::AGG_PUSHDOWN.get() && guc::UNIQUE_GROUPS.get()
+}
+
+/// May the planner group DISTINCT aggregates' arguments first (`scoot.distinct_aggs`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_distinct_aggs_enabled() -> bool {
+    guc::DISTINCT_AGGS.get()
 }
 
 /// May the planner compute a grouped subquery read twice once (`scoot.shared_groups`)?
