@@ -106,6 +106,59 @@ SELECT g, count(DISTINCT x) FROM da_h WHERE id > 19000 GROUP BY g HAVING count(D
   ORDER BY g;
 DEALLOCATE da_p;
 
+-- random statements: group keys, a DISTINCT argument and aggregates of it, WHERE, HAVING,
+-- ORDER BY / LIMIT drawn at random; each must give the same rows with the rewrite, without it and
+-- on heap, and most must be rewritten (their plan no longer computes a DISTINCT aggregate)
+SELECT setseed(0.4242);
+DO $$
+DECLARE
+  keys text[] := ARRAY['g', 'h', 'z', 'g % 3', 'substr(z, 1, 2)', 'd', 'x % 5'];
+  args text[] := ARRAY['x', 'b', 'n', 'd', 'z', 'x % 7', '(h, z)', 'g + x', 'id % 50'];
+  ints text[] := ARRAY['x', 'b', 'x % 7', 'g + x', 'id % 50'];
+  preds text[] := ARRAY['id > 5000', 'x < 150', 'h IS NOT NULL', 'z LIKE ''z1%''', 'g BETWEEN 3 AND 20',
+                        'b IS NULL', 'n > 1', 'd < date ''2020-06-01''', 'x IS NULL OR g = 7'];
+  q text; sel text; grp text; arg text; k text; aggs text; plan text; line text; ord text;
+  n int := 0; bad bigint := 0; rows bigint; d bigint; rewritten int := 0; nk int; ncols int;
+BEGIN
+  FOR i IN 1..300 LOOP
+    arg := args[1 + floor(random() * array_length(args, 1))::int];
+    ncols := 1;
+    IF arg = ANY (ints) THEN
+      aggs := (ARRAY['count', 'sum', 'avg', 'min', 'max'])[1 + floor(random() * 5)::int] || '(DISTINCT ' || arg || ') AS a';
+      IF random() < 0.5 THEN aggs := aggs || ', count(DISTINCT ' || arg || ') + 1 AS c2'; ncols := 2; END IF;
+    ELSIF arg = 'd' THEN
+      aggs := (ARRAY['count', 'min', 'max'])[1 + floor(random() * 3)::int] || '(DISTINCT d) AS a';
+    ELSE
+      aggs := 'count(DISTINCT ' || arg || ') AS a';
+    END IF;
+    grp := ''; sel := '';
+    nk := floor(random() * 3)::int;
+    FOR j IN 1..nk LOOP
+      k := keys[1 + floor(random() * array_length(keys, 1))::int];
+      grp := grp || CASE WHEN grp = '' THEN '' ELSE ', ' END || k;
+      IF random() < 0.8 THEN sel := sel || k || ' AS k' || j || ', '; ncols := ncols + 1; END IF;
+    END LOOP;
+    q := 'SELECT ' || sel || aggs || ' FROM da_t';
+    IF random() < 0.6 THEN q := q || ' WHERE ' || preds[1 + floor(random() * array_length(preds, 1))::int]; END IF;
+    IF grp <> '' THEN q := q || ' GROUP BY ' || grp; END IF;
+    IF random() < 0.3 THEN q := q || ' HAVING count(DISTINCT ' || arg || ') > ' || floor(random() * 10)::int; END IF;
+    IF random() < 0.2 THEN
+      -- every output column in the ORDER BY: the rows LIMIT keeps do not depend on ties
+      ord := '';
+      FOR c IN 1..ncols LOOP ord := ord || CASE WHEN ord = '' THEN '' ELSE ', ' END || c; END LOOP;
+      q := q || ' ORDER BY ' || ord || ' LIMIT 5';
+    END IF;
+    SELECT r.rows, r.differing INTO rows, d FROM da_check(q) r;
+    IF d <> 0 THEN RAISE WARNING 'differs: %', q; END IF;
+    bad := bad + d;
+    n := n + 1;
+    plan := '';
+    FOR line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || q LOOP plan := plan || line || ' '; END LOOP;
+    IF plan NOT LIKE '%(DISTINCT %' THEN rewritten := rewritten + 1; END IF;
+  END LOOP;
+  RAISE NOTICE 'random statements: %, differing rows: %, rewritten: at least 250: %', n, bad, rewritten >= 250;
+END $$;
+
 -- errors raised inside the argument still reach the client
 SELECT g, count(DISTINCT 1 / (x - x)) FROM da_t WHERE x IS NOT NULL GROUP BY g;
 
