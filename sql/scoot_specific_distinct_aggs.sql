@@ -95,6 +95,20 @@ SELECT * FROM da_check('SELECT g, count(DISTINCT x) FROM da_e GROUP BY g');
 SELECT * FROM da_check('SELECT count(DISTINCT x) FROM da_e');
 SELECT * FROM da_check('SELECT g, count(DISTINCT (h, z)) FROM da_t GROUP BY g');
 
+-- every query level: a view, a FROM subquery, a WITH query, sub-selects (correlated too: their
+-- references to the enclosing query skip the new level), LATERAL, an outer column in the output
+CREATE VIEW da_v AS SELECT g, h, count(DISTINCT x) AS c FROM da_t GROUP BY g, h;
+EXPLAIN (COSTS OFF) SELECT * FROM da_v WHERE c > 3;
+SELECT * FROM da_check('SELECT * FROM da_v WHERE c > 3');
+SELECT * FROM da_check('SELECT g, sum(c) FROM (SELECT g, h, count(DISTINCT z) AS c FROM da_t GROUP BY g, h) s GROUP BY g');
+SELECT * FROM da_check('WITH w AS (SELECT h, count(DISTINCT x) AS c FROM da_t GROUP BY h) SELECT t.g, sum(w.c) FROM da_t t JOIN w USING (h) WHERE t.id < 500 GROUP BY t.g');
+SELECT * FROM da_check('SELECT o.id, (SELECT count(DISTINCT x) FROM da_t i WHERE i.g = o.g AND i.id < o.id) FROM da_t o WHERE o.id % 97 = 1');
+SELECT * FROM da_check('SELECT o.id FROM da_t o WHERE o.id < 3000 AND o.x > (SELECT count(DISTINCT i.x) + o.g FROM da_t i WHERE i.h = o.h AND i.id < 2000)');
+SELECT * FROM da_check('SELECT o.id, l.c, l.m FROM da_t o, LATERAL (SELECT count(DISTINCT i.z) AS c, max(DISTINCT i.x) + o.g AS m FROM da_t i WHERE i.g = o.g AND i.id BETWEEN o.id AND o.id + 300) l WHERE o.id % 211 = 3');
+SELECT * FROM da_check('SELECT o.id, (SELECT string_agg(s.c::text, '','' ORDER BY s.h) FROM (SELECT i.h, count(DISTINCT i.x) AS c FROM da_t i WHERE i.g = o.g GROUP BY i.h) s) FROM da_t o WHERE o.id % 401 = 5');
+EXPLAIN (COSTS OFF) SELECT o.id, (SELECT count(DISTINCT x) FROM da_t i WHERE i.g = o.g AND i.id < o.id)
+  FROM da_t o WHERE o.id < 3;
+
 -- a prepared statement (parameters in WHERE and HAVING), custom and generic plans
 PREPARE da_p(int, int) AS SELECT g, count(DISTINCT x) FROM da_t WHERE id > $1 GROUP BY g
   HAVING count(DISTINCT x) > $2 ORDER BY g;
@@ -164,4 +178,5 @@ SELECT g, count(DISTINCT 1 / (x - x)) FROM da_t WHERE x IS NOT NULL GROUP BY g;
 
 DROP FUNCTION da_check(text);
 DROP TABLE IF EXISTS da_a, da_b, da_c;
+DROP VIEW da_v;
 DROP TABLE da_t, da_h, da_e;

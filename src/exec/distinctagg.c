@@ -18,21 +18,25 @@
  * (one row per distinct (group, x), so counting the non-null x of a group counts its distinct
  * values), and both GROUP BYs are PostgreSQL's own: hashed or sorted as it costs them, and when
  * sorted the outer one reads the inner one's order with no second sort. This hook makes that
- * rewrite of the statement's top-level query when
+ * rewrite of every query level of the statement (the top level, FROM subqueries and views, WITH
+ * queries, sub-selects; innermost first) that
  *
- *  - it reads a scoot table in its FROM list, and `scoot.custom_scan` and `scoot.distinct_aggs`
- *    are on;
+ *  - reads a scoot table in its own FROM list, with `scoot.custom_scan` and
+ *    `scoot.distinct_aggs` on;
  *  - every aggregate of its target list and HAVING is DISTINCT over one and the same argument x,
  *    with no ORDER BY or FILTER, and is count(x) (any type) or min / max / sum / avg of an integer
  *    or date x (aggregates over the set of distinct values: the same result whichever of two equal
  *    values stands for them, and independent of their order);
- *  - the target list and HAVING reference no column except through GROUP BY expressions and that
+ *  - the target list and HAVING reference no column of this level except through GROUP BY
+ *    expressions and that
  *    argument (no functional dependency on a primary key), hold no sub-select, window function,
  *    set-returning or volatile function; no grouping sets, set operation, FOR UPDATE or
  *    data-modifying WITH.
  *
- * The inner query keeps the FROM list, WHERE, WITH list and range table; the outer one keeps the
- * output, GROUP BY, HAVING, DISTINCT, ORDER BY and LIMIT. Both group by the same SortGroupClause
+ * The inner query keeps the FROM list, WHERE, WITH list and range table, one level deeper (its
+ * references to enclosing queries skip the new level); the outer one keeps the output, GROUP BY,
+ * HAVING, DISTINCT, ORDER BY and LIMIT, and takes the original's place, so a parent query reads
+ * the same columns. Both group by the same SortGroupClause
  * operators (the inner one takes x's from the aggregate's DISTINCT), so "distinct" means the same
  * equality as before. EXPLAIN shows the inner query as the subquery `scoot_distinct`.
  */
@@ -46,6 +50,8 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_relation.h"
+#include "rewrite/rewriteManip.h"
+#include "miscadmin.h"
 #include "utils/lsyscache.h"
 
 extern bool scoot_custom_scan_enabled(void);
@@ -164,7 +170,7 @@ map_mutator(Node *node, MapCx *cx)
 		a->aggdistinct = NIL;
 		return (Node *) a;
 	}
-	if (IsA(node, Var) || IsA(node, PlaceHolderVar))
+	if ((IsA(node, Var) && ((Var *) node)->varlevelsup == 0) || IsA(node, PlaceHolderVar))
 	{
 		/* a column that is neither grouped nor aggregated: not this rewrite's shape */
 		cx->ok = false;
@@ -185,8 +191,8 @@ reads_scoot_table(Query *q)
 }
 
 /* `parse`, or the rewritten query computing its DISTINCT aggregates by grouping */
-Query *
-scoot_distinct_agg_rewrite(Query *parse)
+static Query *
+rewrite_one(Query *parse)
 {
 	DistinctCx	cx = {NULL, NIL, true};
 	MapCx		mcx;
@@ -206,8 +212,6 @@ scoot_distinct_agg_rewrite(Query *parse)
 		parse->hasWindowFuncs || parse->hasTargetSRFs || parse->groupingSets != NIL ||
 		parse->setOperations != NULL || parse->rowMarks != NIL || parse->hasModifyingCTE ||
 		parse->hasForUpdate || parse->constraintDeps != NIL || parse->groupDistinct)
-		return parse;
-	if (!scoot_custom_scan_enabled() || !scoot_distinct_aggs_enabled())
 		return parse;
 	if (check_walker((Node *) parse->targetList, &cx) ||
 		check_walker(parse->havingQual, &cx) || !cx.ok || cx.arg == NULL)
@@ -305,6 +309,9 @@ scoot_distinct_agg_rewrite(Query *parse)
 	inner->limitOption = LIMIT_OPTION_DEFAULT;
 	inner->stmt_location = -1;
 	inner->stmt_len = 0;
+	/* one level deeper now: references to the levels above the query (a correlated
+	 * subquery's, a LATERAL subquery's, a CTE of an outer query) must skip the outer query */
+	IncrementVarSublevelsUp((Node *) inner, 1, 1);
 
 	outer->commandType = CMD_SELECT;
 	outer->querySource = parse->querySource;
@@ -331,4 +338,42 @@ scoot_distinct_agg_rewrite(Query *parse)
 	((RangeTblRef *) linitial(outer->jointree->fromlist))->rtindex = 1;
 	free_parsestate(pstate);
 	return outer;
+}
+
+static void rewrite_tree(Query *q);
+
+static bool
+rewrite_walker(Node *node, void *cx)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Query))
+	{
+		rewrite_tree((Query *) node);
+		return false;
+	}
+	return expression_tree_walker(node, rewrite_walker, cx);
+}
+
+/* Rewrites q's subqueries (FROM, views, WITH, sub-selects), then q itself in place */
+static void
+rewrite_tree(Query *q)
+{
+	Query	   *r;
+
+	check_stack_depth();
+	query_tree_walker(q, rewrite_walker, NULL, 0);
+	r = rewrite_one(q);
+	if (r != q)
+		*q = *r;				/* whoever points to q now reads the rewritten query */
+}
+
+/* The planner hook's entry: every query level of the statement that has the shape */
+Query *
+scoot_distinct_agg_rewrite(Query *parse)
+{
+	if (!scoot_custom_scan_enabled() || !scoot_distinct_aggs_enabled())
+		return parse;
+	rewrite_tree(parse);
+	return parse;
 }
