@@ -57,11 +57,7 @@ EXPLAIN (COSTS OFF) SELECT ts, v, sum(a * 2 + a), sum(a::numeric * n), max(b - 1
 EXPLAIN (COSTS OFF) SELECT count(*) FROM ag_s WHERE a + 1 > 5;
 EXPLAIN (COSTS OFF) SELECT t, count(*) FROM ag_s GROUP BY t;
 EXPLAIN (COSTS OFF) SELECT f, count(*) FROM ag_s GROUP BY f;
--- (count(DISTINCT a) itself is not: scoot.distinct_aggs turns it into a count over a GROUP BY a
--- that is pushed down, see scoot_specific_distinct_aggs)
-SET scoot.distinct_aggs = off;
 EXPLAIN (COSTS OFF) SELECT count(DISTINCT a) FROM ag_s;
-RESET scoot.distinct_aggs;
 EXPLAIN (COSTS OFF) SELECT sum(a ORDER BY a) FROM ag_s;
 EXPLAIN (COSTS OFF) SELECT sum(a) FILTER (WHERE b > 0) FROM ag_s;
 EXPLAIN (COSTS OFF) SELECT sum(f) FROM ag_s;

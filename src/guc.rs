@@ -70,7 +70,7 @@ pub static UNIQUE_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.shared_groups`: a grouped subquery over scoot tables that a statement reads more than
 /// once (a view joined and also aggregated in a subquery) is computed once (`exec/customshare.c`).
 pub static SHARED_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
-/// `scoot.distinct_aggs`: `count(DISTINCT x)` (and min/max/sum/avg of DISTINCT integers) over
+/// `scoot.distinct_aggs`: grouped `count(DISTINCT x)` (and min/max/sum/avg of DISTINCT integers) over
 /// scoot tables is planned as a GROUP BY of the groups and x under a GROUP BY of the groups
 /// (`exec/distinctagg.c`).
 pub static DISTINCT_AGGS: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -184,7 +184,7 @@ pub fn define() {
     GucRegistry::define_bool_guc(
         c"scoot.distinct_aggs",
         c"DISTINCT aggregates over scoot tables are computed by grouping on their argument first (needs scoot.custom_scan).",
-        c"A statement reading a scoot table whose aggregates are all count(DISTINCT x) (or min, max, sum, avg of DISTINCT integer x) over one argument x is planned as a GROUP BY of its groups and x under a GROUP BY of its groups, so both can be hashed or share one sort, instead of a sort per group inside PostgreSQL's Agg. Off: PostgreSQL's Agg sorts each group's values.",
+        c"A statement with GROUP BY reading a scoot table whose aggregates are all count(DISTINCT x) (or min, max, sum, avg of DISTINCT integer x) over one argument x is planned as a GROUP BY of its groups and x, sorted, under a GROUP BY of its groups, so one sort serves both, instead of a sort per group inside PostgreSQL's Agg. Off: PostgreSQL's Agg sorts each group's values.",
         &DISTINCT_AGGS,
         GucContext::Userset,
         GucFlags::default(),

@@ -21,8 +21,8 @@
  * rewrite of every query level of the statement (the top level, FROM subqueries and views, WITH
  * queries, sub-selects; innermost first) that
  *
- *  - reads a scoot table in its own FROM list, with `scoot.custom_scan` and
- *    `scoot.distinct_aggs` on;
+ *  - has a GROUP BY (without one PostgreSQL sorts all x once already) and reads a scoot table in
+ *    its own FROM list, with `scoot.custom_scan` and `scoot.distinct_aggs` on;
  *  - every aggregate of its target list and HAVING is DISTINCT over one and the same argument x,
  *    with no ORDER BY or FILTER, and is count(x) (any type) or min / max / sum / avg of an integer
  *    or date x (aggregates over the set of distinct values: the same result whichever of two equal
@@ -208,6 +208,12 @@ rewrite_one(Query *parse)
 	ParseState *pstate;
 	char		name[32];
 
+	/*
+	 * Without GROUP BY PostgreSQL's plan is one sort of all x already, and the statements that
+	 * have it are often OLTP ones (TPC-C's stock level) whose plans should stay heap's.
+	 */
+	if (parse->groupClause == NIL)
+		return parse;
 	if (parse->commandType != CMD_SELECT || parse->utilityStmt != NULL || !parse->hasAggs ||
 		parse->hasWindowFuncs || parse->hasTargetSRFs || parse->groupingSets != NIL ||
 		parse->setOperations != NULL || parse->rowMarks != NIL || parse->hasModifyingCTE ||
@@ -282,19 +288,15 @@ rewrite_one(Query *parse)
 	inner->havingQual = NULL;
 	inner->distinctClause = NIL;
 	/*
-	 * With GROUP BY, ordered by the groups and x when every key has a sort operator: a sort of
-	 * all rows by (groups, x) then a Group node is what PostgreSQL's own plan (a sort by the
-	 * groups plus a sort of x per group) does without the per-group sorts, and the outer GROUP BY
-	 * reads that order with no sort of its own. Hashing 100k groups of text keys twice was no
-	 * faster than PostgreSQL's plan in CH Q16, so the rewrite does not leave that choice to the
-	 * costs. Without GROUP BY, PostgreSQL's plan sorts all x; the inner query is left to the
-	 * planner, which hashes when x has few distinct values.
+	 * Ordered by the groups and x when every key has a sort operator: a sort of all rows by
+	 * (groups, x) then a Group node is what PostgreSQL's own plan (a sort by the groups plus a
+	 * sort of x per group) does without the per-group sorts, and the outer GROUP BY reads that
+	 * order with no sort of its own. Hashing 100k groups of text keys twice was no faster than
+	 * PostgreSQL's plan in CH Q16, so the rewrite does not leave that choice to the costs.
 	 */
 	inner->sortClause = NIL;
 	foreach(lc, inner_gc)
 	{
-		if (parse->groupClause == NIL)
-			break;
 		SortGroupClause *gc = lfirst_node(SortGroupClause, lc);
 
 		if (!OidIsValid(gc->sortop))

@@ -22,7 +22,7 @@
 //! the group key and the group's min() / max() of one of its columns (the argmin of CH / TPC-H Q2):
 //! at least one row per group, not the 1/200 of one that independent clauses give.
 //!
-//! `distinctagg.c` rewrites a statement whose aggregates are all `count(DISTINCT x)` into a
+//! `distinctagg.c` rewrites a grouped statement whose aggregates are all `count(DISTINCT x)` into a
 //! GROUP BY of its groups and x under a GROUP BY of its groups, before PostgreSQL plans it, so
 //! the distinct values are found by hashing or one shared sort instead of a sort per group.
 //!
