@@ -206,7 +206,6 @@ rewrite_one(Query *parse)
 	Index		maxref = 0;
 	SortGroupClause *xgc;
 	ParseState *pstate;
-	char		name[32];
 
 	/*
 	 * Without GROUP BY PostgreSQL's plan is one sort of all x already, and the statements that
@@ -242,11 +241,9 @@ rewrite_one(Query *parse)
 		TargetEntry *te = get_sortgroupclause_tle(gc, parse->targetList);
 		TargetEntry *ite;
 
-		if (te->resname != NULL)
-			strlcpy(name, te->resname, sizeof(name));
-		else
-			snprintf(name, sizeof(name), "k%d", resno);
-		ite = makeTargetEntry((Expr *) copyObject(te->expr), resno++, pstrdup(name), false);
+		ite = makeTargetEntry((Expr *) copyObject(te->expr), resno,
+							  te->resname ? pstrdup(te->resname) : psprintf("k%d", resno), false);
+		resno++;
 		ite->ressortgroupref = gc->tleSortGroupRef;
 		inner_tl = lappend(inner_tl, ite);
 		inner_gc = lappend(inner_gc, copyObject(gc));
