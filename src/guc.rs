@@ -91,6 +91,10 @@ pub static EAGER_AGG_MIN_GROUP: GucSetting<f64> = GucSetting::<f64>::new(2.0);
 /// table cannot hold, before forming them (`exec/customscan.c`).
 pub static JOIN_FILTER: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `scoot.join_filter_expressions`: the join filter also computes keys that are integer
+/// expressions over the scan's columns (`mod((s_w_id * s_i_id), 10000)`), not only columns.
+pub static JOIN_FILTER_EXPRESSIONS: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 /// `scoot.opportunistic_prune`: prune version chains during scans and index fetches (debugging aid).
 pub static OPPORTUNISTIC_PRUNE: GucSetting<bool> = GucSetting::<bool>::new(true);
 
@@ -230,6 +234,14 @@ pub fn define() {
         c"A ScootScan on the probing side of a hash join drops rows whose key is not in the join's hash table (needs scoot.custom_scan).",
         c"Once the join has built its hash table, the scan looks each row's key up in it (integer and date keys) before forming the row, and keeps only rows the join could match (EXPLAIN ANALYZE: Rows Removed by Scoot Join Filter); it also prefetches the join's buckets for the rows a few ahead. Off: every row goes to the join, nothing is prefetched.",
         &JOIN_FILTER,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.join_filter_expressions",
+        c"The join filter also serves hash keys that are integer expressions over the scan's columns.",
+        c"With scoot.join_filter, a hash key such as mod((s_w_id * s_i_id), 10000) (integer +, -, *, %, mod() and casts over int2/int4/int8 columns and constants) is computed by the scan for each row as PostgreSQL would (a row whose key would raise an error, such as an overflow, is kept for the join to raise it), and the planner costs such joins as filtered. Off: only keys that are plain columns.",
+        &JOIN_FILTER_EXPRESSIONS,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -91,8 +91,8 @@ pub struct JoinFilter {
     /// asks for the join's bucket of one row ahead and the first tuple of another's (see
     /// [`JoinFilter::prefetch_ahead`])
     pub prefetch: Option<unsafe extern "C" fn(*mut c_void, u32, u32)>,
-    /// (column index, integer width 2 / 4 / 8) of each hash key, in the join's key order
-    pub keys: Vec<(usize, u8)>,
+    /// each hash key, in the join's key order
+    pub keys: Vec<JoinKey>,
     /// rows looked up so far; the filter stops looking when it keeps nearly every row
     checked: u64,
     removed: u64,
@@ -104,6 +104,25 @@ pub struct JoinFilter {
     /// the hash value of each row of the current batch (same order), empty when the block's
     /// keys could not be hashed
     hashes: Vec<u32>,
+}
+
+/// A hash join key the scan computes from its columns: the width (2 / 4 / 8) of the integer
+/// the join hashes, and the program that computes it ([`filter::eval_key`]; a plain column is
+/// one `Var` of that width).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JoinKey {
+    pub width: u8,
+    pub prog: Vec<filter::KeyTok>,
+}
+
+impl JoinKey {
+    /// The column, when the key is a plain column of the hashed width.
+    fn column(&self) -> Option<usize> {
+        match self.prog[..] {
+            [filter::KeyTok::Var(c, w)] if w == self.width => Some(c),
+            _ => None,
+        }
+    }
 }
 
 /// How many rows ahead of the one returned the join's bucket (FAR) and the bucket's first
@@ -594,8 +613,12 @@ fn read_columns(mask: &[bool], filters: &[BlockFilter], join: Option<&JoinFilter
         f.for_each_column(&mut add);
     }
     if let Some(j) = join {
-        for &(c, _) in &j.keys {
-            add(c);
+        for k in &j.keys {
+            for t in &k.prog {
+                if let filter::KeyTok::Var(c, _) = *t {
+                    add(c);
+                }
+            }
         }
     }
     m
@@ -610,15 +633,60 @@ fn apply_join_filter(
     blk: crate::storage::block::BlockRef,
 ) -> u64 {
     j.hashes.clear();
-    if batch.is_empty() || j.keys.len() > 4 || j.keys.iter().any(|&(c, _)| c >= batch.block_natts) {
+    if batch.is_empty() || j.keys.len() > 4 {
         return 0;
     }
-    let Some((cols, n)) = filter::join_key_columns(blk, &j.keys) else {
-        return 0;
-    };
-    let cols = &cols[..n];
-    // (hash, has a NULL key) of a row: a NULL key matches nothing, but the join decides that
-    let key_hash = |s: u32| filter::join_key_hash(blk, cols, s);
+    let plain: Vec<(usize, u8)> = j.keys.iter().filter_map(|k| k.column().map(|c| (c, k.width))).collect();
+    if plain.len() == j.keys.len() {
+        if plain.iter().any(|&(c, _)| c >= batch.block_natts) {
+            return 0;
+        }
+        let Some((cols, n)) = filter::join_key_columns(blk, &plain) else {
+            return 0;
+        };
+        let cols = &cols[..n];
+        // (hash, has a NULL key) of a row: a NULL key matches nothing, but the join decides that
+        return join_filter_rows(j, batch, |s: u32| filter::join_key_hash(blk, cols, s));
+    }
+    // a key computed from columns: the descriptors of each key's columns
+    let mut kcols = Vec::with_capacity(j.keys.len());
+    for k in &j.keys {
+        let ok = k.prog.iter().all(|t| match *t {
+            filter::KeyTok::Var(c, _) => c < batch.block_natts,
+            _ => true,
+        });
+        match filter::key_prog_columns(blk, &k.prog) {
+            Some(c) if ok => kcols.push(c),
+            _ => return 0,
+        }
+    }
+    let keys = std::mem::take(&mut j.keys);
+    let removed = join_filter_rows(j, batch, |s: u32| {
+        let mut h = 0u32;
+        for (k, (cols, _)) in keys.iter().zip(&kcols) {
+            let v = filter::eval_key(&k.prog, |i| {
+                let c = &cols[i];
+                blk.is_valid(c, s).then(|| blk.read_int(c, s))
+            });
+            match v {
+                filter::KeyVal::Val(v) => h = h.rotate_left(1) ^ filter::hash_int(v, k.width),
+                // NULL: the join decides; an error: the join raises it as it computes the key
+                filter::KeyVal::Null | filter::KeyVal::Error => return (h, true),
+            }
+        }
+        (h, false)
+    });
+    j.keys = keys;
+    removed
+}
+
+/// Drops the batch's rows whose hash (`key_hash`: the hash and whether the row must be kept
+/// whatever it is) the join's table cannot hold; returns how many.
+fn join_filter_rows(
+    j: &mut JoinFilter,
+    batch: &mut Batch,
+    key_hash: impl Fn(u32) -> (u32, bool),
+) -> u64 {
     if !j.filtering {
         let hashes = &mut j.hashes;
         hashes.extend(batch.rows.iter().map(|&s| key_hash(s).0));
@@ -648,7 +716,7 @@ pub fn set_join_filter(
     may_match: Option<unsafe extern "C" fn(*mut c_void, u32) -> bool>,
     prefetch: Option<unsafe extern "C" fn(*mut c_void, u32, u32)>,
     trial: u64,
-    keys: Vec<(usize, u8)>,
+    keys: Vec<JoinKey>,
 ) {
     let st = state(scan);
     st.join = match may_match {

@@ -86,6 +86,7 @@ static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
 extern void scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relation r);
 
 #define SCOOT_JOIN_FILTER_MAX_KEYS 4
+#define SCOOT_KEY_MAX_TOKENS 15		/* tokens of one join filter key (storage/filter.rs KeyTok) */
 
 /*
  * A Bloom filter of the hash values in a hash join's table (the batch it probes), so the join
@@ -111,12 +112,17 @@ typedef struct ScootScanState
 
 	/*
 	 * Join filter: the hash join this node is the outer (probe) side of, when every outer hash
-	 * key is an integer column of the table (see join_filter_candidate); probe_ht is the hash
-	 * table the scan was last given (NULL: none, the scan keeps every row).
+	 * key is an integer column of the table or an integer expression over them (see
+	 * join_filter_candidate); probe_ht is the hash table the scan was last given (NULL: none,
+	 * the scan keeps every row). Each key as an expression over the table's columns (for
+	 * EXPLAIN), the width of its value, and all keys encoded for the scan (compile_join_key).
 	 */
 	HashJoinState *probe_hj;
 	int			probe_nkeys;
-	int			probe_attnos[SCOOT_JOIN_FILTER_MAX_KEYS];
+	Expr	   *probe_exprs[SCOOT_JOIN_FILTER_MAX_KEYS];
+	int			probe_keyw[SCOOT_JOIN_FILTER_MAX_KEYS];
+	int64		probe_prog[SCOOT_JOIN_FILTER_MAX_KEYS * (2 + 3 * SCOOT_KEY_MAX_TOKENS)];
+	int			probe_proglen;
 	HashJoinTable probe_ht;
 	ScootJoinBloom probe_bloom;	/* probe_ht's hash values (see ScootJoinBloom) */
 
@@ -139,11 +145,11 @@ typedef struct ScootScanState
 
 /* Rust side of the join filter (src/exec/mod.rs, am/scan.rs) */
 extern bool scoot_join_filter_enabled(void);
+extern bool scoot_join_filter_expressions_enabled(void);
 extern void scoot_scan_set_join_filter(TableScanDesc scan, void *hashtable,
 									   bool (*may_match) (void *, uint32),
 									   void (*prefetch) (void *, uint32, uint32),
-									   int64 trial, int nkeys, const int *attnos,
-									   const int *widths);
+									   int64 trial, int nkeys, const int64 *prog, int proglen);
 extern int64 scoot_scan_join_filter_removed(TableScanDesc scan);
 bool		scoot_hj_may_match(void *hashtable, uint32 hashvalue);
 void		scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
@@ -1771,6 +1777,221 @@ scoot_hj_prefetch(void *filter, uint32 far, uint32 near)
 		__builtin_prefetch(ht->buckets.unshared[bucketno]);
 }
 
+/* The width of an integer type the join filter computes with (date is an int4), else 0. */
+static int
+join_key_type_width(Oid type)
+{
+	switch (type)
+	{
+		case INT2OID:
+			return 2;
+		case INT4OID:
+		case DATEOID:
+			return 4;
+		case INT8OID:
+			return 8;
+		default:
+			return 0;
+	}
+}
+
+/*
+ * Appends to `out` (room for `room` words; *len counts them) the tokens of `e`, an integer
+ * expression over table `relid`'s columns, in the encoding storage/filter.rs KeyTok reads
+ * (exec/mod.rs parse_join_keys: (1, attno, width) a column, (2, value, 0) a constant, (3,
+ * operator, result width) an operation, (4, width, 0) a cast); returns the value's width, or 0
+ * if `e` is not such an expression. The operations are PostgreSQL's integer +, -, *, % / mod()
+ * and integer casts, whose errors (overflow, division by zero) the scan recognizes and leaves
+ * to the join (see KeyVal::Error).
+ */
+static int
+key_tokens(Expr *e, Index relid, int64 *out, int room, int *len)
+{
+	Oid			funcid;
+	List	   *args;
+	int			op = 0,
+				w = 0;
+	ListCell   *lc;
+
+	while (IsA(e, RelabelType))
+		e = ((RelabelType *) e)->arg;
+	if (*len + 3 > room)
+		return 0;
+	if (IsA(e, Var))
+	{
+		Var		   *v = (Var *) e;
+
+		w = join_key_type_width(v->vartype);
+		if (v->varno != (int) relid || v->varlevelsup != 0 || v->varattno <= 0 || w == 0)
+			return 0;
+		out[(*len)++] = 1;
+		out[(*len)++] = v->varattno;
+		out[(*len)++] = w;
+		return w;
+	}
+	if (IsA(e, Const))
+	{
+		Const	   *c = (Const *) e;
+
+		w = c->constisnull ? 0 : join_key_type_width(c->consttype);
+		if (w == 0 || c->consttype == DATEOID)
+			return 0;
+		out[(*len)++] = 2;
+		out[(*len)++] = w == 2 ? DatumGetInt16(c->constvalue) :
+			w == 4 ? DatumGetInt32(c->constvalue) : DatumGetInt64(c->constvalue);
+		out[(*len)++] = 0;
+		return w;
+	}
+	if (IsA(e, OpExpr))
+	{
+		set_opfuncid((OpExpr *) e);
+		funcid = ((OpExpr *) e)->opfuncid;
+		args = ((OpExpr *) e)->args;
+	}
+	else if (IsA(e, FuncExpr))
+	{
+		funcid = ((FuncExpr *) e)->funcid;
+		args = ((FuncExpr *) e)->args;
+	}
+	else
+		return 0;
+	switch (funcid)
+	{
+		case F_INT2PL:
+			op = '+', w = 2;
+			break;
+		case F_INT2MI:
+			op = '-', w = 2;
+			break;
+		case F_INT2MUL:
+			op = '*', w = 2;
+			break;
+		case F_INT2MOD:
+		case F_MOD_INT2_INT2:
+			op = '%', w = 2;
+			break;
+		case F_INT4PL:
+		case F_INT24PL:
+		case F_INT42PL:
+			op = '+', w = 4;
+			break;
+		case F_INT4MI:
+		case F_INT24MI:
+		case F_INT42MI:
+			op = '-', w = 4;
+			break;
+		case F_INT4MUL:
+		case F_INT24MUL:
+		case F_INT42MUL:
+			op = '*', w = 4;
+			break;
+		case F_INT4MOD:
+		case F_MOD_INT4_INT4:
+			op = '%', w = 4;
+			break;
+		case F_INT8PL:
+		case F_INT48PL:
+		case F_INT84PL:
+		case F_INT28PL:
+		case F_INT82PL:
+			op = '+', w = 8;
+			break;
+		case F_INT8MI:
+		case F_INT48MI:
+		case F_INT84MI:
+		case F_INT28MI:
+		case F_INT82MI:
+			op = '-', w = 8;
+			break;
+		case F_INT8MUL:
+		case F_INT48MUL:
+		case F_INT84MUL:
+		case F_INT28MUL:
+		case F_INT82MUL:
+			op = '*', w = 8;
+			break;
+		case F_INT8MOD:
+		case F_MOD_INT8_INT8:
+			op = '%', w = 8;
+			break;
+		case F_INT4_INT2:		/* int2 -> int4 */
+		case F_INT2_INT4:		/* int4 -> int2 */
+		case F_INT8_INT4:
+		case F_INT4_INT8:
+		case F_INT8_INT2:
+		case F_INT2_INT8:
+			w = join_key_type_width(exprType((Node *) e));
+			break;
+		default:
+			return 0;
+	}
+	if (list_length(args) != (op != 0 ? 2 : 1) || w != join_key_type_width(exprType((Node *) e)))
+		return 0;
+	foreach(lc, args)
+	{
+		if (key_tokens((Expr *) lfirst(lc), relid, out, room, len) == 0)
+			return 0;
+	}
+	if (*len + 3 > room)
+		return 0;
+	out[(*len)++] = op != 0 ? 3 : 4;
+	out[(*len)++] = op != 0 ? op : w;
+	out[(*len)++] = op != 0 ? w : 0;
+	return w;
+}
+
+/*
+ * Encodes join key `e` (an integer column of table `relid`, or an integer expression over its
+ * columns: see key_tokens) for the join filter into `out` (room for `room` words), after the
+ * *len words already there: its width, its token count, its tokens. Returns the key's width, 0
+ * if it cannot be encoded (then *len is unchanged).
+ */
+static int
+compile_join_key(Expr *e, Index relid, int64 *out, int room, int *len)
+{
+	int			start = *len,
+				n = start + 2,
+				w;
+
+	if (start + 2 > room)
+		return 0;
+	while (IsA(e, RelabelType))
+		e = ((RelabelType *) e)->arg;
+	if (!IsA(e, Var) && !scoot_join_filter_expressions_enabled())
+		return 0;
+	w = key_tokens(e, relid, out, Min(room, start + 2 + 3 * SCOOT_KEY_MAX_TOKENS), &n);
+	if (w == 0)
+		return 0;
+	out[start] = w;
+	out[start + 1] = (n - start - 2) / 3;
+	*len = n;
+	return w;
+}
+
+/* `node` with each Var of the outer plan (OUTER_VAR) replaced by that plan's target entry. */
+static Node *
+resolve_outer_vars_mutator(Node *node, List *tlist)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var) && ((Var *) node)->varno == OUTER_VAR)
+	{
+		Var		   *v = (Var *) node;
+
+		if (v->varattno <= 0 || v->varattno > list_length(tlist))
+			elog(ERROR, "scoot: hash key references no column of the join's outer plan");
+		return copyObject((Node *) list_nth_node(TargetEntry, tlist, v->varattno - 1)->expr);
+	}
+	return expression_tree_mutator(node, resolve_outer_vars_mutator, (void *) tlist);
+}
+
+/* A hash join's outer key `key` as an expression over its outer plan's input (see above). */
+static Node *
+resolve_outer_vars(Node *key, List *tlist)
+{
+	return resolve_outer_vars_mutator(key, tlist);
+}
+
 /*
  * The widths of the join's first `n` outer hash keys if it hashes each with hashint2, hashint4 or
  * hashint8 (what the join filters compute themselves); false for any other hash function.
@@ -1887,8 +2108,10 @@ join_filter_candidate(PlanState *ps)
 	PlanState  *outer = outerPlanState(ps);
 	ScootScanState *s;
 	int			scanrelid,
-				n = 0;
-	int			attnos[SCOOT_JOIN_FILTER_MAX_KEYS];
+				n = 0,
+				len;
+	Expr	   *exprs[SCOOT_JOIN_FILTER_MAX_KEYS];
+	int			widths[SCOOT_JOIN_FILTER_MAX_KEYS];
 	ListCell   *lc;
 
 	if (!IsA(ps, HashJoinState) || outer == NULL || !IsA(outer, CustomScanState))
@@ -1911,26 +2134,29 @@ join_filter_candidate(PlanState *ps)
 		return;
 	}
 	scanrelid = ((Scan *) outer->plan)->scanrelid;
+	s = (ScootScanState *) outer;
+	len = 0;
 	foreach(lc, plan->hashkeys)
 	{
-		Var		   *v = (Var *) lfirst(lc);
-		TargetEntry *te;
-		Var		   *col;
+		/* the key as an expression over the scan's columns */
+		Expr	   *e = (Expr *) resolve_outer_vars((Node *) lfirst(lc), outer->plan->targetlist);
+		int			w;
 
-		if (!IsA(v, Var) || v->varno != OUTER_VAR || v->varattno <= 0 ||
-			v->varattno > list_length(outer->plan->targetlist))
+		if (e == NULL)
 			return;
-		te = list_nth_node(TargetEntry, outer->plan->targetlist, v->varattno - 1);
-		col = (Var *) te->expr;
-		if (!IsA(col, Var) || col->varno != scanrelid || col->varattno <= 0 ||
-			col->varlevelsup != 0)
+		w = compile_join_key(e, scanrelid, s->probe_prog, lengthof(s->probe_prog), &len);
+		if (w == 0)
 			return;
-		attnos[n++] = col->varattno;
+		while (IsA(e, RelabelType))
+			e = ((RelabelType *) e)->arg;
+		exprs[n] = e;
+		widths[n++] = w;
 	}
-	s = (ScootScanState *) outer;
 	s->probe_hj = hj;
 	s->probe_nkeys = n;
-	memcpy(s->probe_attnos, attnos, sizeof(int) * n);
+	memcpy(s->probe_exprs, exprs, sizeof(Expr *) * n);
+	memcpy(s->probe_keyw, widths, sizeof(int) * n);
+	s->probe_proglen = len;
 	s->probe_ht = NULL;
 }
 
@@ -1944,6 +2170,7 @@ join_filter_update(ScootScanState *s)
 	HashJoinState *hj = s->probe_hj;
 	HashJoinTable ht = hj->hj_HashTable;
 	int			widths[SCOOT_JOIN_FILTER_MAX_KEYS];
+	int			k;
 
 	if (ht != NULL && hj->hj_JoinState == SCOOT_HJ_BUILD_HASHTABLE)
 		ht = NULL;				/* not built yet (the join reads a first outer row before) */
@@ -1959,6 +2186,10 @@ join_filter_update(ScootScanState *s)
 			ht = NULL;
 		if (ht != NULL && !integer_hash_widths(ht, s->probe_nkeys, widths))
 			ht = NULL;
+		/* each key's value is an integer of the width the join hashes */
+		for (k = 0; ht != NULL && k < s->probe_nkeys; k++)
+			if (widths[k] != s->probe_keyw[k])
+				ht = NULL;
 	}
 	if (ht == NULL && s->probe_ht == NULL)
 		return;
@@ -1972,7 +2203,7 @@ join_filter_update(ScootScanState *s)
 	scoot_scan_set_join_filter(s->scan, ht ? &s->probe_bloom : NULL, scoot_hj_may_match,
 							   scoot_hj_prefetch,
 							   ht && ht->parallel_state != NULL ? 4096 : 65536,
-							   ht ? s->probe_nkeys : 0, s->probe_attnos, widths);
+							   ht ? s->probe_nkeys : 0, s->probe_prog, s->probe_proglen);
 }
 
 static TupleTableSlot *
@@ -2038,7 +2269,7 @@ scoot_rescan(CustomScanState *node)
 
 	/* the join may destroy or rebuild its hash table: the next row asks again */
 	if (s->scan && s->probe_ht != NULL)
-		scoot_scan_set_join_filter(s->scan, NULL, NULL, NULL, 0, 0, s->probe_attnos, NULL);
+		scoot_scan_set_join_filter(s->scan, NULL, NULL, NULL, 0, 0, NULL, 0);
 	s->probe_ht = NULL;
 	if (s->scan)
 	{
@@ -2121,9 +2352,16 @@ scoot_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		initStringInfo(&jf);
 		for (k = 0; k < s->probe_nkeys; k++)
 		{
+			Expr	   *e = s->probe_exprs[k];
+
 			if (k > 0)
 				appendStringInfoString(&jf, ", ");
-			appendStringInfoString(&jf, quote_identifier(NameStr(TupleDescAttr(td, s->probe_attnos[k] - 1)->attname)));
+			if (IsA(e, Var))
+				appendStringInfoString(&jf, quote_identifier(NameStr(TupleDescAttr(td, ((Var *) e)->varattno - 1)->attname)));
+			else
+				appendStringInfoString(&jf, deparse_expression((Node *) e,
+															   set_deparse_context_plan(es->deparse_cxt, node->ss.ps.plan, ancestors),
+															   false, false));
 		}
 		appendStringInfoString(&jf, " in the hash join's table");
 		ExplainPropertyText("Scoot Join Filter", jf.data, es);
@@ -2835,14 +3073,19 @@ rel_column(Expr *e, RelOptInfo *rel)
 	return 0;
 }
 
-/* Is `e` (the outer side of a hash clause) a column of `rel` the join filter can hash? */
+/*
+ * Is `e` (the outer side of a hash clause) a column of `rel` the join filter can hash, or an
+ * integer expression over its columns it can compute (compile_join_key)?
+ */
 static bool
 join_filter_key(Expr *e, RelOptInfo *rel, Oid hashop)
 {
 	RegProcedure lproc,
 				rproc;
+	int64		prog[2 + 3 * SCOOT_KEY_MAX_TOKENS];
+	int			len = 0;
 
-	if (rel_column(e, rel) == 0)
+	if (compile_join_key(e, rel->relid, prog, lengthof(prog), &len) == 0)
 		return false;
 	if (!get_op_hash_functions(hashop, &lproc, &rproc))
 		return false;

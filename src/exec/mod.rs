@@ -272,9 +272,15 @@ pub extern "C" fn scoot_join_filter_enabled() -> bool {
     guc::JOIN_FILTER.get()
 }
 
+/// May the join filter compute keys that are expressions (`scoot.join_filter_expressions`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_join_filter_expressions_enabled() -> bool {
+    guc::JOIN_FILTER_EXPRESSIONS.get()
+}
+
 /// Gives a ScootScan's scan the hash table of the join it probes (null: none): from the next
-/// block on, rows whose key columns (`attnos`, hashed as integers of `widths` bytes) hash to a
-/// value the table cannot hold are dropped (see `join_filter` in customscan.c) — until `trial`
+/// block on, rows whose keys (`nkeys` columns or integer expressions over columns, encoded in
+/// `prog`, see [`parse_join_keys`]) hash to a value the table cannot hold are dropped (see `join_filter` in customscan.c) — until `trial`
 /// rows showed that the filter keeps nearly all — and the join's buckets for the rows a few
 /// ahead are prefetched (`prefetch`).
 #[unsafe(no_mangle)]
@@ -285,20 +291,14 @@ pub unsafe extern "C" fn scoot_scan_set_join_filter(
     prefetch: Option<unsafe extern "C" fn(*mut std::ffi::c_void, u32, u32)>,
     trial: i64,
     nkeys: i32,
-    attnos: *const i32,
-    widths: *const i32,
+    prog: *const i64,
+    proglen: i32,
 ) {
-    let keys = if hashtable.is_null() || nkeys <= 0 {
+    let keys = if hashtable.is_null() || nkeys <= 0 || proglen <= 0 {
         Vec::new()
     } else {
-        unsafe {
-            let a = std::slice::from_raw_parts(attnos, nkeys as usize);
-            let w = std::slice::from_raw_parts(widths, nkeys as usize);
-            a.iter()
-                .zip(w)
-                .map(|(&a, &w)| ((a - 1) as usize, w as u8))
-                .collect()
-        }
+        parse_join_keys(unsafe { std::slice::from_raw_parts(prog, proglen as usize) }, nkeys as usize)
+            .unwrap_or_default()
     };
     am::scan::set_join_filter(
         scan,
@@ -308,6 +308,39 @@ pub unsafe extern "C" fn scoot_scan_set_join_filter(
         trial.max(0) as u64,
         keys,
     );
+}
+
+/// The join keys `customscan.c` encodes (compile_join_key): per key its hashed width and token
+/// count, then three words per token: (1, attno, width) a column, (2, value, 0) a constant,
+/// (3, operator byte, result width) an operation, (4, width, 0) a cast. None if malformed.
+fn parse_join_keys(p: &[i64], nkeys: usize) -> Option<Vec<am::scan::JoinKey>> {
+    use crate::storage::filter::KeyTok;
+    let mut keys = Vec::with_capacity(nkeys);
+    let mut i = 0;
+    let width = |w: i64| matches!(w, 2 | 4 | 8).then_some(w as u8);
+    for _ in 0..nkeys {
+        let (w, n) = (width(*p.get(i)?)?, *p.get(i + 1)? as usize);
+        i += 2;
+        let mut prog = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = p.get(i..i + 3)?;
+            i += 3;
+            prog.push(match t[0] {
+                1 if t[1] >= 1 => KeyTok::Var((t[1] - 1) as usize, width(t[2])?),
+                2 => KeyTok::Const(t[1]),
+                3 if [b'+', b'-', b'*', b'%'].contains(&(t[1] as u8)) => {
+                    KeyTok::Arith(t[1] as u8, width(t[2])?)
+                }
+                4 => KeyTok::Cast(width(t[1])?),
+                _ => return None,
+            });
+        }
+        if prog.is_empty() {
+            return None;
+        }
+        keys.push(am::scan::JoinKey { width: w, prog });
+    }
+    (i == p.len()).then_some(keys)
 }
 
 /// Rows a ScootScan's join filter dropped (EXPLAIN ANALYZE).
