@@ -93,6 +93,9 @@ pub struct JoinFilter {
     pub prefetch: Option<unsafe extern "C" fn(*mut c_void, u32, u32)>,
     /// each hash key, in the join's key order
     pub keys: Vec<JoinKey>,
+    /// (column, width) of each key when every key is a plain column (the common case, hashed
+    /// without running the key programs)
+    plain: Option<Vec<(usize, u8)>>,
     /// rows looked up so far; the filter stops looking when it keeps nearly every row
     checked: u64,
     removed: u64,
@@ -636,12 +639,11 @@ fn apply_join_filter(
     if batch.is_empty() || j.keys.len() > 4 {
         return 0;
     }
-    let plain: Vec<(usize, u8)> = j.keys.iter().filter_map(|k| k.column().map(|c| (c, k.width))).collect();
-    if plain.len() == j.keys.len() {
+    if let Some(plain) = &j.plain {
         if plain.iter().any(|&(c, _)| c >= batch.block_natts) {
             return 0;
         }
-        let Some((cols, n)) = filter::join_key_columns(blk, &plain) else {
+        let Some((cols, n)) = filter::join_key_columns(blk, plain) else {
             return 0;
         };
         let cols = &cols[..n];
@@ -724,6 +726,7 @@ pub fn set_join_filter(
             table,
             may_match: f,
             prefetch,
+            plain: keys.iter().map(|k| k.column().map(|c| (c, k.width))).collect(),
             keys,
             checked: 0,
             removed: 0,

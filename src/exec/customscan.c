@@ -1855,64 +1855,49 @@ key_tokens(Expr *e, Index relid, int64 *out, int room, int *len)
 	}
 	else
 		return 0;
+	/* the operation (0: a cast); the value's width is its result type's */
 	switch (funcid)
 	{
 		case F_INT2PL:
-			op = '+', w = 2;
-			break;
-		case F_INT2MI:
-			op = '-', w = 2;
-			break;
-		case F_INT2MUL:
-			op = '*', w = 2;
-			break;
-		case F_INT2MOD:
-		case F_MOD_INT2_INT2:
-			op = '%', w = 2;
-			break;
 		case F_INT4PL:
 		case F_INT24PL:
 		case F_INT42PL:
-			op = '+', w = 4;
-			break;
-		case F_INT4MI:
-		case F_INT24MI:
-		case F_INT42MI:
-			op = '-', w = 4;
-			break;
-		case F_INT4MUL:
-		case F_INT24MUL:
-		case F_INT42MUL:
-			op = '*', w = 4;
-			break;
-		case F_INT4MOD:
-		case F_MOD_INT4_INT4:
-			op = '%', w = 4;
-			break;
 		case F_INT8PL:
 		case F_INT48PL:
 		case F_INT84PL:
 		case F_INT28PL:
 		case F_INT82PL:
-			op = '+', w = 8;
+			op = '+';
 			break;
+		case F_INT2MI:
+		case F_INT4MI:
+		case F_INT24MI:
+		case F_INT42MI:
 		case F_INT8MI:
 		case F_INT48MI:
 		case F_INT84MI:
 		case F_INT28MI:
 		case F_INT82MI:
-			op = '-', w = 8;
+			op = '-';
 			break;
+		case F_INT2MUL:
+		case F_INT4MUL:
+		case F_INT24MUL:
+		case F_INT42MUL:
 		case F_INT8MUL:
 		case F_INT48MUL:
 		case F_INT84MUL:
 		case F_INT28MUL:
 		case F_INT82MUL:
-			op = '*', w = 8;
+			op = '*';
 			break;
+		case F_INT2MOD:
+		case F_MOD_INT2_INT2:
+		case F_INT4MOD:
+		case F_MOD_INT4_INT4:
 		case F_INT8MOD:
 		case F_MOD_INT8_INT8:
-			op = '%', w = 8;
+			op = '%';
 			break;
 		case F_INT4_INT2:		/* int2 -> int4 */
 		case F_INT2_INT4:		/* int4 -> int2 */
@@ -1920,12 +1905,12 @@ key_tokens(Expr *e, Index relid, int64 *out, int room, int *len)
 		case F_INT4_INT8:
 		case F_INT8_INT2:
 		case F_INT2_INT8:
-			w = join_key_type_width(exprType((Node *) e));
 			break;
 		default:
 			return 0;
 	}
-	if (list_length(args) != (op != 0 ? 2 : 1) || w != join_key_type_width(exprType((Node *) e)))
+	w = join_key_type_width(exprType((Node *) e));
+	if (list_length(args) != (op != 0 ? 2 : 1) || w == 0)
 		return 0;
 	foreach(lc, args)
 	{
@@ -1968,9 +1953,12 @@ compile_join_key(Expr *e, Index relid, int64 *out, int room, int *len)
 	return w;
 }
 
-/* `node` with each Var of the outer plan (OUTER_VAR) replaced by that plan's target entry. */
+/*
+ * `node` (a hash join's outer key) with each Var of the outer plan (OUTER_VAR) replaced by that
+ * plan's target entry: the key as an expression over the outer plan's input.
+ */
 static Node *
-resolve_outer_vars_mutator(Node *node, List *tlist)
+resolve_outer_vars(Node *node, List *tlist)
 {
 	if (node == NULL)
 		return NULL;
@@ -1982,14 +1970,7 @@ resolve_outer_vars_mutator(Node *node, List *tlist)
 			elog(ERROR, "scoot: hash key references no column of the join's outer plan");
 		return copyObject((Node *) list_nth_node(TargetEntry, tlist, v->varattno - 1)->expr);
 	}
-	return expression_tree_mutator(node, resolve_outer_vars_mutator, (void *) tlist);
-}
-
-/* A hash join's outer key `key` as an expression over its outer plan's input (see above). */
-static Node *
-resolve_outer_vars(Node *key, List *tlist)
-{
-	return resolve_outer_vars_mutator(key, tlist);
+	return expression_tree_mutator(node, resolve_outer_vars, (void *) tlist);
 }
 
 /*
