@@ -89,7 +89,7 @@ SELECT * FROM da_check('SELECT substr(z, 1, 2) AS s, g % 3 AS m, count(DISTINCT 
 SELECT * FROM da_check('SELECT g, count(DISTINCT n) AS c FROM da_t GROUP BY g HAVING count(DISTINCT n) > 2 AND g > 3');
 SELECT * FROM da_check('SELECT g, min(DISTINCT d), max(DISTINCT d), count(DISTINCT d) FROM da_t GROUP BY g');
 SELECT * FROM da_check('SELECT DISTINCT count(DISTINCT x) FROM da_t GROUP BY g');
-SELECT * FROM da_check('SELECT g, count(DISTINCT x) + 1 AS c1, count(DISTINCT x) * g AS c2 FROM da_t GROUP BY g ORDER BY 2 DESC LIMIT 7');
+SELECT * FROM da_check('SELECT g, count(DISTINCT x) + 1 AS c1, count(DISTINCT x) * g AS c2 FROM da_t GROUP BY g ORDER BY 2 DESC, 1 LIMIT 7');
 SELECT * FROM da_check('SELECT t.g, count(DISTINCT u.x) FROM da_t t JOIN da_t u ON u.id = t.id + 1 WHERE t.h IN (SELECT h FROM da_t WHERE id < 100) GROUP BY t.g');
 SELECT * FROM da_check('WITH c AS (SELECT g, x FROM da_t WHERE id % 2 = 0) SELECT g, count(DISTINCT x) FROM c JOIN da_t USING (g, x) GROUP BY g');
 SELECT * FROM da_check('SELECT g, count(DISTINCT x) FROM da_e GROUP BY g');

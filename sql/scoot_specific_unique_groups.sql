@@ -227,6 +227,18 @@ SELECT d.k, x.total FROM (VALUES (1), (2)) d(k),
     SELECT o.id, sum(l.n) AS s FROM ug_o o, ug_l l
     WHERE l.w = o.w AND l.d = o.d AND l.o = o.id AND o.d = d.k AND o.id < 20
     GROUP BY o.w, o.d, o.id) g) x ORDER BY 1;
+-- rescanned with a changed parameter below a Memoize: the node passes the change down, so the
+-- cache is purged and the customers are filtered anew for each outer row
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_material = off;
+SELECT ug_check($q$SELECT d.k, g.id, g.d, g.n, g.m FROM (VALUES (1), (2), (3)) d(k),
+  LATERAL (SELECT o.id, o.d, count(*) AS n, max(c.name) AS m FROM ug_o o, ug_c c
+           WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND c.id % 4 <> d.k AND o.id < 40
+           GROUP BY o.w, o.d, o.id) g$q$);
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+RESET enable_material;
 
 -- on by default; scoot.unique_groups = off, scoot.agg_pushdown = off and scoot.custom_scan = off:
 -- PostgreSQL's Agg

@@ -937,7 +937,12 @@ scoot_aggnode_rescan(CustomScanState *node)
 
 	ExecClearTuple(node->ss.ss_ScanTupleSlot);
 	agg_reset(s);
-	ExecReScan(s->child);
+	/* changed parameters are the fallback plan's too (PostgreSQL propagates them to lefttree
+	 * and righttree only): its Agg must not keep its old groups */
+	if (node->ss.ps.chgParam != NULL)
+		UpdateChangedParamSet(s->child, node->ss.ps.chgParam);
+	if (s->child->chgParam == NULL)
+		ExecReScan(s->child);
 	ExecScanReScan(&node->ss);
 }
 

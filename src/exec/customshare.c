@@ -634,8 +634,15 @@ share_rescan(CustomScanState *node)
 			tuplestore_rescan(e->store);
 		}
 	}
-	else if (s->child->chgParam == NULL)
-		ExecReScan(s->child);
+	else
+	{
+		/* changed parameters are the child's too (PostgreSQL propagates them to lefttree and
+		 * righttree only) */
+		if (node->ss.ps.chgParam != NULL)
+			UpdateChangedParamSet(s->child, node->ss.ps.chgParam);
+		if (s->child->chgParam == NULL)
+			ExecReScan(s->child);
+	}
 }
 
 static void

@@ -796,6 +796,10 @@ unique_rescan(CustomScanState *node)
 {
 	ScootUniqueState *s = (ScootUniqueState *) node;
 
+	/* the parameters that changed are the child's too (PostgreSQL propagates them to lefttree
+	 * and righttree only): a Memoize or a hash join's table below must not keep old rows */
+	if (node->ss.ps.chgParam != NULL)
+		UpdateChangedParamSet(s->child, node->ss.ps.chgParam);
 	if (s->child->chgParam == NULL)
 		ExecReScan(s->child);
 }
