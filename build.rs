@@ -16,6 +16,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/exec/joinest.c");
     println!("cargo:rerun-if-changed=src/exec/distinctagg.c");
     println!("cargo:rerun-if-changed=src/exec/aggnode.h");
+    println!("cargo:rerun-if-changed=src/exec/childplan.h");
     // set by scripts/lib.sh: clones share one build cache, and the files above count as changed
     // only when newer than the last run of this script, whichever clone ran it
     println!("cargo:rerun-if-env-changed=SCOOT_C_DIGEST");

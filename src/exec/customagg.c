@@ -30,6 +30,7 @@
 #include "commands/defrem.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
+#include "childplan.h"
 #include "nodes/extensible.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -937,12 +938,7 @@ scoot_aggnode_rescan(CustomScanState *node)
 
 	ExecClearTuple(node->ss.ss_ScanTupleSlot);
 	agg_reset(s);
-	/* changed parameters are the fallback plan's too (PostgreSQL propagates them to lefttree
-	 * and righttree only): its Agg must not keep its old groups */
-	if (node->ss.ps.chgParam != NULL)
-		UpdateChangedParamSet(s->child, node->ss.ps.chgParam);
-	if (s->child->chgParam == NULL)
-		ExecReScan(s->child);
+	scoot_rescan_child(&node->ss.ps, s->child);
 	ExecScanReScan(&node->ss);
 }
 

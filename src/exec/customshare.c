@@ -32,6 +32,7 @@
 #include "commands/explain.h"
 #include "common/hashfn.h"
 #include "executor/executor.h"
+#include "childplan.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/extensible.h"
@@ -635,14 +636,7 @@ share_rescan(CustomScanState *node)
 		}
 	}
 	else
-	{
-		/* changed parameters are the child's too (PostgreSQL propagates them to lefttree and
-		 * righttree only) */
-		if (node->ss.ps.chgParam != NULL)
-			UpdateChangedParamSet(s->child, node->ss.ps.chgParam);
-		if (s->child->chgParam == NULL)
-			ExecReScan(s->child);
-	}
+		scoot_rescan_child(&node->ss.ps, s->child);
 }
 
 static void

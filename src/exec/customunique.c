@@ -37,6 +37,7 @@
 #include "commands/defrem.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
+#include "childplan.h"
 #include "nodes/extensible.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -796,12 +797,7 @@ unique_rescan(CustomScanState *node)
 {
 	ScootUniqueState *s = (ScootUniqueState *) node;
 
-	/* the parameters that changed are the child's too (PostgreSQL propagates them to lefttree
-	 * and righttree only): a Memoize or a hash join's table below must not keep old rows */
-	if (node->ss.ps.chgParam != NULL)
-		UpdateChangedParamSet(s->child, node->ss.ps.chgParam);
-	if (s->child->chgParam == NULL)
-		ExecReScan(s->child);
+	scoot_rescan_child(&node->ss.ps, s->child);
 }
 
 static void
