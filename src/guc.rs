@@ -91,6 +91,10 @@ pub static EAGER_AGG_MIN_GROUP: GucSetting<f64> = GucSetting::<f64>::new(2.0);
 /// table cannot hold, before forming them (`exec/customscan.c`).
 pub static JOIN_FILTER: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `scoot.hash_build`: a ScootScan under a hash join's Hash node writes its rows straight into
+/// the join's hash table (`exec/hashbuild.c`).
+pub static HASH_BUILD: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 /// `scoot.join_filter_expressions`: the join filter also computes keys that are integer
 /// expressions over the scan's columns (`mod((s_w_id * s_i_id), 10000)`), not only columns.
 pub static JOIN_FILTER_EXPRESSIONS: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -234,6 +238,14 @@ pub fn define() {
         c"A ScootScan on the probing side of a hash join drops rows whose key is not in the join's hash table (needs scoot.custom_scan).",
         c"Once the join has built its hash table, the scan looks each row's key up in it (integer and date keys) before forming the row, and keeps only rows the join could match (EXPLAIN ANALYZE: Rows Removed by Scoot Join Filter); it also prefetches the join's buckets for the rows a few ahead. Off: every row goes to the join, nothing is prefetched.",
         &JOIN_FILTER,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.hash_build",
+        c"A ScootScan under a hash join's Hash node writes its rows straight into the join's hash table.",
+        c"The scan computes each row's hash value (inline for integer key columns) and forms the row in the table's memory, as PostgreSQL's Hash node would (EXPLAIN ANALYZE: Rows Written into the Hash Table by Scoot); not for Parallel Hash or skew-optimized joins. Off: the Hash node pulls the rows one by one as always.",
+        &HASH_BUILD,
         GucContext::Userset,
         GucFlags::default(),
     );

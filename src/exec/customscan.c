@@ -62,6 +62,7 @@
 #include "executor/nodeHash.h"
 
 #include "aggnode.h"
+#include "hashbuild.h"
 
 /* Rust side (src/exec/mod.rs) */
 extern bool scoot_custom_scan_enabled(void);
@@ -141,6 +142,9 @@ typedef struct ScootScanState
 	ExprState **rt_expr;		/* that argument's state */
 	MemoryContext rt_cxt;		/* the values and their encodings, reset per (re)scan */
 	int			rt_applied;		/* runtime filters the last (re)scan could encode */
+
+	/* the Hash node above, when the scan writes its rows into the join's table (hashbuild.c) */
+	ScootHashBuild *build;
 } ScootScanState;
 
 /* Rust side of the join filter (src/exec/mod.rs, am/scan.rs) */
@@ -151,6 +155,7 @@ extern void scoot_scan_set_join_filter(TableScanDesc scan, void *hashtable,
 									   void (*prefetch) (void *, uint32, uint32),
 									   int64 trial, int nkeys, const int64 *prog, int proglen);
 extern int64 scoot_scan_join_filter_removed(TableScanDesc scan);
+extern bool scoot_hash_build_enabled(void);
 bool		scoot_hj_may_match(void *hashtable, uint32 hashvalue);
 void		scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
 
@@ -2224,9 +2229,41 @@ scoot_recheck(ScanState *ss, TupleTableSlot *slot)
 	return true;
 }
 
+/*
+ * Under a Hash node whose join created a private table: the whole scan goes into the table
+ * (hashbuild.c), and the Hash node gets "no more rows". EXPLAIN ANALYZE still counts the rows
+ * the scan produced.
+ */
+static TupleTableSlot *
+scoot_build_hash(ScootScanState *s, HashJoinTable ht)
+{
+	double		rows = 0;
+
+	for (;;)
+	{
+		TupleTableSlot *slot = ExecScan(&s->css.ss, (ExecScanAccessMtd) scoot_next,
+										(ExecScanRecheckMtd) scoot_recheck);
+
+		if (TupIsNull(slot))
+			break;
+		scoot_hash_build_put(s->build, ht, slot);
+		if (((int64) ++rows & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	scoot_hash_build_flush(s->build, ht);
+	if (s->css.ss.ps.instrument != NULL)
+		s->css.ss.ps.instrument->tuplecount += rows;
+	return NULL;
+}
+
 static TupleTableSlot *
 scoot_exec(CustomScanState *node)
 {
+	ScootScanState *s = (ScootScanState *) node;
+	HashJoinTable ht;
+
+	if (s->build != NULL && (ht = scoot_hash_build_table(s->build)) != NULL)
+		return scoot_build_hash(s, ht);
 	return ExecScan(&node->ss, (ExecScanAccessMtd) scoot_next, (ExecScanRecheckMtd) scoot_recheck);
 }
 
@@ -2350,6 +2387,10 @@ scoot_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			ExplainPropertyInteger("Rows Removed by Scoot Join Filter", NULL,
 								   scoot_scan_join_filter_removed(s->scan), es);
 	}
+	if (es->analyze && s->build != NULL &&
+		(es->format != EXPLAIN_FORMAT_TEXT || s->build->rows_in_place > 0))
+		ExplainPropertyInteger("Rows Written into the Hash Table by Scoot", NULL,
+							   s->build->rows_in_place, es);
 	if (es->analyze && s->recheck != NULL &&
 		(es->format != EXPLAIN_FORMAT_TEXT || s->recheck_removed > 0))
 		ExplainPropertyInteger("Rows Removed by Scoot Block Filter Recheck", NULL,
@@ -2705,6 +2746,22 @@ scoot_index_only_scan_exec(PlanState *ps)
 	return r;
 }
 
+/* A ScootScan under a private Hash node writes its rows into the table (hashbuild.c). */
+static void
+hash_build_candidate(HashState *h)
+{
+	PlanState  *child = outerPlanState(h);
+	ScootScanState *s;
+
+	if (child == NULL || !IsA(child, CustomScanState) ||
+		((CustomScanState *) child)->methods != &scoot_exec_methods ||
+		h->ps.plan->parallel_aware || !scoot_hash_build_enabled())
+		return;
+	s = (ScootScanState *) child;
+	s->build = MemoryContextAlloc(h->ps.state->es_query_cxt, sizeof(ScootHashBuild));
+	scoot_hash_build_init(s->build, h);
+}
+
 /* EXPLAIN without ANALYZE: only the join filters (so that the plan shows them) */
 static bool
 mark_join_filters(PlanState *ps, void *context)
@@ -2738,6 +2795,8 @@ adjust_scan_nodes(PlanState *ps, void *context)
 		return false;
 	if (IsA(ps, HashJoinState))
 		join_filter_candidate(ps);
+	else if (IsA(ps, HashState))
+		hash_build_candidate((HashState *) ps);
 	else if (IsA(ps, BitmapHeapScanState))
 	{
 		BitmapHeapScanState *b = (BitmapHeapScanState *) ps;

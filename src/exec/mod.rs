@@ -272,6 +272,12 @@ pub extern "C" fn scoot_join_filter_enabled() -> bool {
     guc::JOIN_FILTER.get()
 }
 
+/// Does a ScootScan under a Hash node write into the join's table (`scoot.hash_build`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_hash_build_enabled() -> bool {
+    guc::HASH_BUILD.get()
+}
+
 /// May the join filter compute keys that are expressions (`scoot.join_filter_expressions`)?
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_join_filter_expressions_enabled() -> bool {
