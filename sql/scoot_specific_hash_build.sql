@@ -145,6 +145,20 @@ SELECT * FROM build_report('SELECT count(*) FROM pr JOIN hb ON hb.g = pr.g');
 SELECT * FROM build_report('SELECT count(*) FROM pr JOIN hb ON hb.t = pr.t');
 SELECT * FROM build_report('SELECT count(*) FROM pr RIGHT JOIN hb ON hb.d = pr.d');
 
+-- a ScootPreAgg (eager aggregation of the hashed side) and a ScootAgg (a grouped subquery)
+-- under the Hash write their groups into the table too
+SET scoot.eager_agg = on;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM pr JOIN hb USING (k);
+SELECT * FROM build_report('SELECT count(*) FROM pr JOIN hb USING (k)');
+SELECT same('SELECT count(*), sum(b.f) FROM PROBE p JOIN BUILD b USING (k)');
+SELECT same('SELECT b.s, count(*), max(p.v) FROM PROBE p JOIN BUILD b ON b.k = p.k GROUP BY b.s');
+RESET scoot.eager_agg;
+SET scoot.eager_agg = off;
+EXPLAIN (COSTS OFF)
+  SELECT p.k, x.* FROM pr p JOIN (SELECT s, count(*) c, max(k) t FROM hb GROUP BY s) x ON x.s = p.s;
+SELECT * FROM build_report('SELECT p.k, x.* FROM pr p JOIN (SELECT s, count(*) c, max(k) t FROM hb GROUP BY s) x ON x.s = p.s');
+SELECT same('SELECT p.k, x.* FROM PROBE p JOIN (SELECT s, count(*) c, max(k) t, min(pay) m FROM BUILD GROUP BY s) x ON x.s = p.s');
+
 -- rebuilt on every rescan: a hash join under a nested loop whose parameter filters the build
 SET enable_nestloop = on;
 SELECT same('SELECT o.v, x.c FROM (SELECT DISTINCT v FROM PROBE) o,

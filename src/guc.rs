@@ -91,8 +91,8 @@ pub static EAGER_AGG_MIN_GROUP: GucSetting<f64> = GucSetting::<f64>::new(2.0);
 /// table cannot hold, before forming them (`exec/customscan.c`).
 pub static JOIN_FILTER: GucSetting<bool> = GucSetting::<bool>::new(true);
 
-/// `scoot.hash_build`: a ScootScan under a hash join's Hash node writes its rows straight into
-/// the join's hash table (`exec/hashbuild.c`).
+/// `scoot.hash_build`: a ScootScan, ScootPreAgg or ScootAgg under a hash join's Hash node writes
+/// its rows straight into the join's hash table (`exec/hashbuild.c`).
 pub static HASH_BUILD: GucSetting<bool> = GucSetting::<bool>::new(true);
 
 /// `scoot.join_filter_expressions`: the join filter also computes keys that are integer
@@ -243,7 +243,7 @@ pub fn define() {
     );
     GucRegistry::define_bool_guc(
         c"scoot.hash_build",
-        c"A ScootScan under a hash join's Hash node writes its rows straight into the join's hash table.",
+        c"A ScootScan, ScootPreAgg or ScootAgg under a hash join's Hash node writes its rows straight into the join's hash table.",
         c"The scan computes each row's hash value (inline for integer key columns) and forms the row in the table's memory, as PostgreSQL's Hash node would (EXPLAIN ANALYZE: Rows Written into the Hash Table by Scoot); not for Parallel Hash or skew-optimized joins. Off: the Hash node pulls the rows one by one as always.",
         &HASH_BUILD,
         GucContext::Userset,

@@ -15,6 +15,8 @@
 #include "nodes/execnodes.h"
 #include "nodes/extensible.h"
 
+#include "hashbuild.h"
+
 typedef struct ScootAggState
 {
 	CustomScanState css;
@@ -59,6 +61,9 @@ typedef struct ScootAggState
 	struct SharedAgg *shared;
 	bool		reused;
 	int64		starts;			/* agg_start calls: only the first may share its result */
+
+	/* the Hash node above, when the node writes its groups into the join's table (hashbuild.c) */
+	ScootHashBuild *build;
 } ScootAggState;
 
 extern void scoot_aggnode_begin(CustomScanState *node, EState *estate, int eflags);
@@ -71,5 +76,7 @@ extern void scoot_aggnode_explain_run(ScootAggState *s, ExplainState *es);
 extern void scoot_agg_probe_update(ScootAggState *s);
 /* custompreagg.c */
 extern bool scoot_is_preagg_state(PlanState *ps);
+/* customagg.c: a ScootAgg or ScootPreAgg node's state? */
+extern bool scoot_is_agg_state(PlanState *ps);
 
 #endif

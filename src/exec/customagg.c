@@ -890,7 +890,21 @@ agg_recheck(ScanState *ss, TupleTableSlot *slot)
 TupleTableSlot *
 scoot_aggnode_exec(CustomScanState *node)
 {
+	ScootAggState *s = (ScootAggState *) node;
+	HashJoinTable ht;
+
+	if (s->build != NULL && (ht = scoot_hash_build_table(s->build)) != NULL)
+		return scoot_hash_build_run(&node->ss, s->build, ht, (ExecScanAccessMtd) agg_next,
+									(ExecScanRecheckMtd) agg_recheck);
 	return ExecScan(&node->ss, (ExecScanAccessMtd) agg_next, (ExecScanRecheckMtd) agg_recheck);
+}
+
+/* Is `ps` a ScootAgg's or a ScootPreAgg's state (customscan.c's hash build)? */
+bool
+scoot_is_agg_state(PlanState *ps)
+{
+	return ps != NULL && IsA(ps, CustomScanState) &&
+		(((CustomScanState *) ps)->methods == &agg_exec_methods || scoot_is_preagg_state(ps));
 }
 
 static void
@@ -962,6 +976,9 @@ scoot_aggnode_explain_run(ScootAggState *s, ExplainState *es)
 	if (es->format != EXPLAIN_FORMAT_TEXT || s->emptied > 0)
 		ExplainPropertyInteger("Scoot Blocks Emptied by Filters", NULL, s->emptied, es);
 	ExplainPropertyText("Scoot Fallback", s->fallback ? s->fallback : "none", es);
+	if (s->build != NULL && (es->format != EXPLAIN_FORMAT_TEXT || s->build->rows_in_place > 0))
+		ExplainPropertyInteger("Rows Written into the Hash Table by Scoot", NULL,
+							   s->build->rows_in_place, es);
 }
 
 static void

@@ -2229,33 +2229,6 @@ scoot_recheck(ScanState *ss, TupleTableSlot *slot)
 	return true;
 }
 
-/*
- * Under a Hash node whose join created a private table: the whole scan goes into the table
- * (hashbuild.c), and the Hash node gets "no more rows". EXPLAIN ANALYZE still counts the rows
- * the scan produced.
- */
-static TupleTableSlot *
-scoot_build_hash(ScootScanState *s, HashJoinTable ht)
-{
-	double		rows = 0;
-
-	for (;;)
-	{
-		TupleTableSlot *slot = ExecScan(&s->css.ss, (ExecScanAccessMtd) scoot_next,
-										(ExecScanRecheckMtd) scoot_recheck);
-
-		if (TupIsNull(slot))
-			break;
-		scoot_hash_build_put(s->build, ht, slot);
-		if (((int64) ++rows & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
-	scoot_hash_build_flush(s->build, ht);
-	if (s->css.ss.ps.instrument != NULL)
-		s->css.ss.ps.instrument->tuplecount += rows;
-	return NULL;
-}
-
 static TupleTableSlot *
 scoot_exec(CustomScanState *node)
 {
@@ -2263,7 +2236,8 @@ scoot_exec(CustomScanState *node)
 	HashJoinTable ht;
 
 	if (s->build != NULL && (ht = scoot_hash_build_table(s->build)) != NULL)
-		return scoot_build_hash(s, ht);
+		return scoot_hash_build_run(&node->ss, s->build, ht, (ExecScanAccessMtd) scoot_next,
+									(ExecScanRecheckMtd) scoot_recheck);
 	return ExecScan(&node->ss, (ExecScanAccessMtd) scoot_next, (ExecScanRecheckMtd) scoot_recheck);
 }
 
@@ -2746,20 +2720,27 @@ scoot_index_only_scan_exec(PlanState *ps)
 	return r;
 }
 
-/* A ScootScan under a private Hash node writes its rows into the table (hashbuild.c). */
+/*
+ * A ScootScan, ScootPreAgg or ScootAgg under a private Hash node writes its rows into the table
+ * (hashbuild.c).
+ */
 static void
 hash_build_candidate(HashState *h)
 {
 	PlanState  *child = outerPlanState(h);
-	ScootScanState *s;
+	ScootHashBuild **build;
 
-	if (child == NULL || !IsA(child, CustomScanState) ||
-		((CustomScanState *) child)->methods != &scoot_exec_methods ||
-		h->ps.plan->parallel_aware || !scoot_hash_build_enabled())
+	if (child == NULL || !IsA(child, CustomScanState) || h->ps.plan->parallel_aware ||
+		!scoot_hash_build_enabled())
 		return;
-	s = (ScootScanState *) child;
-	s->build = MemoryContextAlloc(h->ps.state->es_query_cxt, sizeof(ScootHashBuild));
-	scoot_hash_build_init(s->build, h);
+	if (((CustomScanState *) child)->methods == &scoot_exec_methods)
+		build = &((ScootScanState *) child)->build;
+	else if (scoot_is_agg_state(child))
+		build = &((ScootAggState *) child)->build;
+	else
+		return;
+	*build = MemoryContextAlloc(h->ps.state->es_query_cxt, sizeof(ScootHashBuild));
+	scoot_hash_build_init(*build, h);
 }
 
 /* EXPLAIN without ANALYZE: only the join filters (so that the plan shows them) */

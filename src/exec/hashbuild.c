@@ -20,7 +20,9 @@
  * optimizer found frequent outer values; their inserts are nodeHash.c's own).
  *
  * The table ends up byte for byte what PostgreSQL would have built from the same rows in the
- * same order, so the join's probes, rescans and batch files see nothing different.
+ * same order, so the join's probes, rescans and batch files see nothing different. The scan
+ * nodes that do it: ScootScan (customscan.c) and ScootPreAgg / ScootAgg (customagg.c), each
+ * through scoot_hash_build_run with its own ExecScan access method.
  */
 #include "postgres.h"
 
@@ -326,4 +328,32 @@ scoot_hash_build_put(ScootHashBuild *hb, HashJoinTable ht, TupleTableSlot *slot)
 		hb->rows_inserted++;
 	}
 	ht->totalTuples += 1;
+}
+
+/*
+ * The scan node `ss` under a Hash node whose join created the private table `ht`: all of the
+ * node's rows (ExecScan with its access method: its own filters and projection as always) go
+ * into the table, and the Hash node gets "no more rows". EXPLAIN ANALYZE still counts the rows
+ * the node produced.
+ */
+TupleTableSlot *
+scoot_hash_build_run(ScanState *ss, ScootHashBuild *hb, HashJoinTable ht,
+					 ExecScanAccessMtd next, ExecScanRecheckMtd recheck)
+{
+	double		rows = 0;
+
+	for (;;)
+	{
+		TupleTableSlot *slot = ExecScan(ss, next, recheck);
+
+		if (TupIsNull(slot))
+			break;
+		scoot_hash_build_put(hb, ht, slot);
+		if (((int64) ++rows & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	scoot_hash_build_flush(hb, ht);
+	if (ss->ps.instrument != NULL)
+		ss->ps.instrument->tuplecount += rows;
+	return NULL;
 }

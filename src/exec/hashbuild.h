@@ -6,6 +6,7 @@
 #define SCOOT_HASHBUILD_H
 
 #include "postgres.h"
+#include "executor/executor.h"
 #include "executor/hashjoin.h"
 #include "nodes/execnodes.h"
 
@@ -39,5 +40,7 @@ extern void scoot_hash_build_init(ScootHashBuild *hb, HashState *h);
 extern HashJoinTable scoot_hash_build_table(ScootHashBuild *hb);
 extern void scoot_hash_build_put(ScootHashBuild *hb, HashJoinTable ht, TupleTableSlot *slot);
 extern void scoot_hash_build_flush(ScootHashBuild *hb, HashJoinTable ht);
+extern TupleTableSlot *scoot_hash_build_run(ScanState *ss, ScootHashBuild *hb, HashJoinTable ht,
+											ExecScanAccessMtd next, ExecScanRecheckMtd recheck);
 
 #endif
