@@ -1985,26 +1985,7 @@ resolve_outer_vars(Node *node, List *tlist)
 static bool
 integer_hash_widths(HashJoinTable ht, int n, int *widths)
 {
-	int			i;
-
-	for (i = 0; i < n; i++)
-	{
-		switch (ht->outer_hashfunctions[i].fn_oid)
-		{
-			case F_HASHINT2:
-				widths[i] = 2;
-				break;
-			case F_HASHINT4:
-				widths[i] = 4;
-				break;
-			case F_HASHINT8:
-				widths[i] = 8;
-				break;
-			default:
-				return false;
-		}
-	}
-	return true;
+	return scoot_integer_hash_widths(ht->outer_hashfunctions, n, widths);
 }
 
 /*

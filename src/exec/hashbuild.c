@@ -84,31 +84,43 @@ HashJoinTable
 scoot_hash_build_table(ScootHashBuild *hb)
 {
 	HashJoinTable ht = hb->hash->hashtable;
-	int			i;
 
 	if (ht == NULL || ht->parallel_state != NULL || ht->skewEnabled || ht->curbatch != 0)
 		return NULL;
 	hb->npend = 0;
 	hb->pend_first = 0;
-	hb->inline_now = hb->inline_keys;
-	for (i = 0; hb->inline_now && i < hb->nkeys; i++)
+	hb->inline_now = hb->inline_keys &&
+		scoot_integer_hash_widths(ht->inner_hashfunctions, hb->nkeys, hb->key_width);
+	return ht;
+}
+
+/*
+ * The widths of the first `n` hash functions `fns` (a hash table's inner or outer ones) when each
+ * is hashint2, hashint4 or hashint8 (the hashes scoot computes itself); false for any other.
+ */
+bool
+scoot_integer_hash_widths(const FmgrInfo *fns, int n, int *widths)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
 	{
-		switch (ht->inner_hashfunctions[i].fn_oid)
+		switch (fns[i].fn_oid)
 		{
 			case F_HASHINT2:
-				hb->key_width[i] = 2;
+				widths[i] = 2;
 				break;
 			case F_HASHINT4:
-				hb->key_width[i] = 4;
+				widths[i] = 4;
 				break;
 			case F_HASHINT8:
-				hb->key_width[i] = 8;
+				widths[i] = 8;
 				break;
 			default:
-				hb->inline_now = false;
+				return false;
 		}
 	}
-	return ht;
+	return true;
 }
 
 /* hashint2 / hashint4 / hashint8 of an integer Datum of that width */

@@ -38,6 +38,7 @@ typedef struct ScootHashBuild
 
 extern void scoot_hash_build_init(ScootHashBuild *hb, HashState *h);
 extern HashJoinTable scoot_hash_build_table(ScootHashBuild *hb);
+extern bool scoot_integer_hash_widths(const FmgrInfo *fns, int n, int *widths);
 extern void scoot_hash_build_put(ScootHashBuild *hb, HashJoinTable ht, TupleTableSlot *slot);
 extern void scoot_hash_build_flush(ScootHashBuild *hb, HashJoinTable ht);
 extern TupleTableSlot *scoot_hash_build_run(ScanState *ss, ScootHashBuild *hb, HashJoinTable ht,
