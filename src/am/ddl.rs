@@ -363,13 +363,22 @@ pub unsafe extern "C-unwind" fn relation_estimate_size(
         // an index-only scan of a scoot table reads every row it returns in the arena (scoot keeps
         // no visibility map), so with the scoot-aware planning of `scoot.custom_scan` on the planner
         // charges it the row fetches of a plain index scan, and a full index-only scan no longer
-        // looks cheaper than a ScootScan; with it off, plans stay heap's (VACUUM's all-visible count)
+        // looks cheaper than a ScootScan; with it off, plans stay heap's (VACUUM's all-visible
+        // count). ANALYZE (autovacuum's too) overwrites pg_class's count with the visibility map's,
+        // which is 0 for a table without one, where heap's stays what VACUUM left: the blocks still
+        // all visible now count as well
+        let all_visible = if crate::PRELOADED && !crate::guc::CUSTOM_SCAN.get() && tid_pages > 0.0 {
+            let live = (tabledir::all_visible_blocks(t) * crate::storage::arena::vpb()) as f64;
+            relallvisible.max(live.min(tid_pages))
+        } else {
+            relallvisible
+        };
         *allvisfrac = if crate::PRELOADED && crate::guc::CUSTOM_SCAN.get() {
             0.0
-        } else if relallvisible == 0.0 || tid_pages <= 0.0 {
+        } else if all_visible == 0.0 || tid_pages <= 0.0 {
             0.0
         } else {
-            (relallvisible / tid_pages).min(1.0)
+            (all_visible / tid_pages).min(1.0)
         };
     })
 }

@@ -465,6 +465,15 @@ pub fn blocks_of(t: TableRef) -> Vec<(u32, u32)> {
         .collect()
 }
 
+/// Blocks of `t` whose rows VACUUM found visible to every transaction and that no write has
+/// touched since (`BlockDesc::vis_xid` set): what heap's visibility map counts as all-visible.
+pub fn all_visible_blocks(t: TableRef) -> u32 {
+    (0..nlocal(t))
+        .filter_map(|lb| arena_block(t, lb))
+        .filter(|&b| arena::block_desc(b).vis_xid.load(Ordering::Relaxed) != 0)
+        .count() as u32
+}
+
 /// Gives arena block `b` the lowest free local number of `t`. Caller holds the allocation lock.
 /// Returns the number and whether the TID space grew.
 pub(crate) fn assign_local(t: TableRef, b: u32) -> (u32, bool) {
