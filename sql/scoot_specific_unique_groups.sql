@@ -97,6 +97,47 @@ WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND 
 GROUP BY o.id, o.w, o.d, c.id, c.name, o.placed, o.cnt
 HAVING sum(l.n) > 200 ORDER BY sum(l.n) DESC, o.placed, o.id, o.d LIMIT 8;
 RESET scoot.unique_groups;
+-- HAVING below the joins: a condition on the pre-aggregated groups alone (sums, minima, maxima of
+-- their rows, their keys) filters the ScootPreAgg's groups before they are joined (each is its
+-- final group's one row); conditions on another table's columns, volatile ones and, under a
+-- Gather, parallel-unsafe ones stay on top
+EXPLAIN (COSTS OFF)
+SELECT c.name, o.id, sum(l.n), max(l.i) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name
+HAVING sum(l.n) > 100 AND max(l.i) < 900 AND max(c.name) < 'name3' AND sum(l.n) + random() * 0 > 50;
+SELECT ug_check($q$
+SELECT c.name, o.id, sum(l.n), max(l.i) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name
+HAVING sum(l.n) > 100 AND max(l.i) < 900 AND max(c.name) < 'name3' AND sum(l.n) + random() * 0 > 50$q$);
+-- NULL sums (every line's amount NULL) fail the condition below as they would on top
+SELECT ug_check($q$
+SELECT o.id, o.d, sum(l.n) FROM ug_o o, ug_l l WHERE l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.w, o.d, o.id HAVING sum(l.n) IS NULL OR sum(l.n) < 20$q$);
+-- parallel scans of the other tables under the joins: the groups are still filtered first
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+EXPLAIN (COSTS OFF)
+SELECT c.name, o.id, sum(l.n) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name HAVING sum(l.n) > 100;
+SELECT ug_check($q$
+SELECT c.name, o.id, sum(l.n) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name HAVING sum(l.n) > 100$q$);
+RESET max_parallel_workers_per_gather;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+SET max_parallel_workers_per_gather = 0;
+SET scoot.having_pushdown = off;
+EXPLAIN (COSTS OFF)
+SELECT o.id, sum(l.n) FROM ug_o o, ug_l l WHERE l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.w, o.d, o.id HAVING sum(l.n) > 100;
+RESET scoot.having_pushdown;
 -- eager aggregation's count mode below: each order's lines counted, the counts and the sums of
 -- another table's column weighed by them; over one row per group, the weight itself
 EXPLAIN (COSTS OFF)
@@ -106,6 +147,11 @@ SELECT ug_check($$SELECT o.id, o.d, count(*), sum(o.cnt), sum(l.n) FROM ug_o o, 
 WHERE l.w = o.w AND l.d = o.d AND l.o = o.id GROUP BY o.w, o.d, o.id$$);
 SELECT ug_check($$SELECT o.id, count(*), sum(o.cnt) FROM ug_o o, ug_l l
 WHERE l.w = o.w AND l.d = o.d AND l.o = o.id AND o.id % 5 = 1 GROUP BY o.w, o.d, o.id HAVING count(*) > 2$$);
+-- ... where HAVING on the count reads the group's row count: below the joins too (the count
+-- travels in the node's tableoid column, so its Filter shows COALESCE(tableoid, 0))
+EXPLAIN (COSTS OFF)
+SELECT o.id, count(*), sum(o.cnt) FROM ug_o o, ug_l l
+WHERE l.w = o.w AND l.d = o.d AND l.o = o.id AND o.id % 5 = 1 GROUP BY o.w, o.d, o.id HAVING count(*) > 2;
 
 -- the differential check, and which plan each query gets
 SELECT ug_check($q$
@@ -212,6 +258,11 @@ SELECT c.name, o.id, o.d, sum(l.n) FROM ug_c c, ug_o o, ug_l l
 WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
   AND o.id = 7
 GROUP BY o.id, o.w, o.d, c.id, c.name ORDER BY o.d;
+-- ... with HAVING pushed below the joins onto those groups (NaN sorts above every number)
+SELECT ug_check($q$
+SELECT c.name, o.id, o.d, sum(l.n) FROM ug_c c, ug_o o, ug_l l
+WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d AND l.w = o.w AND l.d = o.d AND l.o = o.id
+GROUP BY o.id, o.w, o.d, c.id, c.name HAVING sum(l.n) > 150$q$);
 
 -- inside a prepared statement run with a parameter, and rescanned below a nested loop
 PREPARE ug_p(int) AS

@@ -67,6 +67,9 @@ pub static EAGER_AGG: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.unique_groups`: the final aggregation of a query whose groups are provably one input
 /// row each is computed per row (ScootUniqueGroups, `exec/customunique.c`).
 pub static UNIQUE_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
+/// `scoot.having_pushdown`: HAVING conjuncts of a ScootUniqueGroups that read one ScootPreAgg's
+/// columns only filter its groups before the joins (`exec/customunique.c`, push_having).
+pub static HAVING_PUSHDOWN: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `scoot.shared_groups`: a grouped subquery over scoot tables that a statement reads more than
 /// once (a view joined and also aggregated in a subquery) is computed once (`exec/customshare.c`).
 pub static SHARED_GROUPS: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -178,6 +181,14 @@ pub fn define() {
         c"Aggregate queries over scoot tables whose groups are provably one row each skip the hash table (needs scoot.custom_scan and scoot.agg_pushdown).",
         c"When the GROUP BY columns determine a unique key of every table the query joins (inner joins only; a ScootPreAgg's groups are unique on their keys), each group is one joined row: ScootUniqueGroups computes sum, min, max and count from that row, then HAVING and the output, instead of PostgreSQL's Agg. Off: PostgreSQL's Agg.",
         &UNIQUE_GROUPS,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.having_pushdown",
+        c"HAVING conditions on one pre-aggregated table's groups run before the joins when each group is one row (needs scoot.unique_groups).",
+        c"When ScootUniqueGroups computes a query's groups from one joined row each and a HAVING condition reads only the partial aggregates and keys of one ScootPreAgg (CH-benCHmark Q18: sum(ol_amount) > 200), the condition filters that node's groups, so the groups it removes are never joined (EXPLAIN: the ScootPreAgg's Filter, and Scoot HAVING Pushed Down to). Volatile conditions, and parallel-unsafe ones under a Gather, stay on top. Off: HAVING runs after the joins.",
+        &HAVING_PUSHDOWN,
         GucContext::Userset,
         GucFlags::default(),
     );

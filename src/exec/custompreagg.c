@@ -1004,7 +1004,9 @@ preagg_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 
 	cs->methods = &preagg_scan_methods;
 	cs->scan.plan.targetlist = tlist;
-	cs->scan.plan.qual = NIL;	/* every filter is the engine's (or the child's) */
+	/* every filter of F's rows is the engine's (or the child's); ScootUniqueGroups above may
+	 * add HAVING conjuncts on the groups (customunique.c, push_having) */
+	cs->scan.plan.qual = NIL;
 	cs->scan.scanrelid = rel->relid;
 	cs->custom_scan_tlist = scan_tlist;
 	cs->custom_plans = custom_plans;
@@ -1209,6 +1211,13 @@ preagg_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		}
 	}
 	scoot_aggnode_explain_run(s, es);
+}
+
+/* Is `p` a ScootPreAgg plan node (customunique.c's HAVING pushdown)? */
+bool
+scoot_is_preagg_plan(Plan *p)
+{
+	return p != NULL && IsA(p, CustomScan) && ((CustomScan *) p)->methods == &preagg_scan_methods;
 }
 
 /* Is `ps` a ScootPreAgg node's state (customscan.c's join filter)? */

@@ -24,6 +24,13 @@
  * Aggregates with FILTER, ORDER BY, DISTINCT or of another kind than sum (of integers, numeric,
  * floats, money or intervals), min, max and count (and count mode's weighted scoot.eager_count(w)
  * = w and scoot.eager_sum(v) = v) keep PostgreSQL's plan.
+ *
+ * HAVING below the joins (push_having): a HAVING conjunct whose one-row form reads only the
+ * columns of one ScootPreAgg (CH Q18's sum(ol_amount) > 200: order_line's partial sum) is that
+ * group's final value compared already, and the inner joins above pass the group's columns
+ * unchanged to its one final group: it runs as the ScootPreAgg's filter, so the groups it removes
+ * (half of Q18's) are never joined. Volatile conjuncts, and parallel-unsafe ones under a Gather,
+ * stay at the top.
  */
 #include "postgres.h"
 
@@ -52,15 +59,18 @@
 #include "parser/parse_coerce.h"
 #include "parser/parsetree.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
 /* Rust side (src/exec/mod.rs) */
 extern bool scoot_unique_groups_enabled(void);
+extern bool scoot_unique_having_enabled(void);
 extern bool scoot_relation_is_scoot(Relation rel);
 
 /* custompreagg.c */
 extern List *scoot_preagg_path_keys(Path *p);
+extern bool scoot_is_preagg_plan(Plan *p);
 
 /* customscan.c */
 extern Oid	scoot_btree_opfamily(Oid typ);
@@ -696,6 +706,116 @@ unique_upper_paths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input
 	add_path(output_rel, (Path *) cp);
 }
 
+/* The ScootPreAgg scan of range table entry `relid` in the plan tree `p`, or NULL; *gather is
+ * set when a Gather or Gather Merge lies above it. Stops at anything but the inner joins and row
+ * passing nodes that the one-row proof allows (custom scans: their own child plans). */
+static CustomScan *
+find_preagg_plan(Plan *p, Index relid, bool *gather)
+{
+	CustomScan *found = NULL;
+	ListCell   *lc;
+
+	if (p == NULL)
+		return NULL;
+	if (scoot_is_preagg_plan(p))
+		return ((CustomScan *) p)->scan.scanrelid == relid ? (CustomScan *) p : NULL;
+	switch (nodeTag(p))
+	{
+		case T_HashJoin:
+		case T_MergeJoin:
+		case T_NestLoop:
+		case T_Hash:
+		case T_Sort:
+		case T_IncrementalSort:
+		case T_Material:
+		case T_Memoize:
+		case T_Result:
+		case T_Gather:
+		case T_GatherMerge:
+			found = find_preagg_plan(p->lefttree, relid, gather);
+			if (found == NULL)
+				found = find_preagg_plan(p->righttree, relid, gather);
+			if (found != NULL && (IsA(p, Gather) || IsA(p, GatherMerge)))
+				*gather = true;
+			return found;
+		case T_CustomScan:
+			foreach(lc, ((CustomScan *) p)->custom_plans)
+				if ((found = find_preagg_plan(lfirst(lc), relid, gather)) != NULL)
+					return found;
+			return NULL;
+		default:
+			return NULL;
+	}
+}
+
+/* Is every Var of `e` a column of the scan row `tlist` (by range table index and attribute)? */
+static bool
+vars_in_scan_row(Node *e, List *tlist)
+{
+	ListCell   *lc,
+			   *lt;
+
+	foreach(lc, pull_var_clause(e, 0))
+	{
+		Var		   *v = lfirst_node(Var, lc);
+		bool		found = false;
+
+		foreach(lt, tlist)
+		{
+			Var		   *t = (Var *) lfirst_node(TargetEntry, lt)->expr;
+
+			if (IsA(t, Var) && t->varno == v->varno && t->varattno == v->varattno &&
+				t->varlevelsup == 0 && v->varlevelsup == 0)
+				found = true;
+		}
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Moves the HAVING conjuncts (implicit-AND list `having`) that read one ScootPreAgg's columns
+ * only into that node's filter (see the header); returns the others. `pushed`: where each went.
+ */
+static List *
+push_having(PlannerInfo *root, Plan *child, List *having, StringInfo pushed)
+{
+	List	   *kept = NIL;
+	ListCell   *lc;
+
+	foreach(lc, having)
+	{
+		Node	   *conj = lfirst(lc);
+		bool		ok = true;
+		Node	   *one = one_row_mutator(copyObject(conj), &ok);
+		int			relid;
+		CustomScan *pa = NULL;
+		bool		gather = false;
+
+		if (ok && !contain_volatile_functions(one) && !contain_subplans(one) &&
+			bms_get_singleton_member(pull_varnos(root, one), &relid) &&
+			(pa = find_preagg_plan(child, (Index) relid, &gather)) != NULL &&
+			(!gather || is_parallel_safe(root, one)) &&
+			vars_in_scan_row(one, pa->custom_scan_tlist))
+		{
+			char	   *name = planner_rt_fetch(relid, root)->eref->aliasname;
+
+			fix_opfuncids(one);
+			if (pa->scan.plan.qual == NIL)
+			{
+				if (pushed->len > 0)
+					appendStringInfoString(pushed, ", ");
+				appendStringInfoString(pushed, quote_identifier(name));
+			}
+			pa->scan.plan.qual = lappend(pa->scan.plan.qual, one);
+			continue;
+		}
+		kept = lappend(kept, conj);
+	}
+	return kept;
+}
+
 static Plan *
 unique_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 				 List *tlist, List *clauses, List *custom_plans)
@@ -709,6 +829,7 @@ unique_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	ListCell   *lc;
 	bool		ok;
 	int			resno = 1;
+	StringInfoData pushed;
 
 	foreach(lc, child->targetlist)
 		child_exprs = lappend(child_exprs, lfirst_node(TargetEntry, lc)->expr);
@@ -721,12 +842,16 @@ unique_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 
 	cs->methods = &unique_scan_methods;
 	cs->scan.plan.targetlist = tlist;
-	cs->scan.plan.qual = (List *) copyObject(root->hasHavingQual ? root->parse->havingQual : NULL);
+	initStringInfo(&pushed);
+	cs->scan.plan.qual = root->hasHavingQual && scoot_unique_having_enabled() ?
+		push_having(root, child, (List *) copyObject(root->parse->havingQual), &pushed) :
+		(List *) copyObject(root->hasHavingQual ? root->parse->havingQual : NULL);
 	cs->scan.scanrelid = 0;
 	cs->custom_scan_tlist = scan_tlist;
 	cs->custom_plans = custom_plans;
 	cs->flags = best_path->flags;
-	cs->custom_private = list_make2(values, lthird(best_path->custom_private));
+	cs->custom_private = list_make3(values, lthird(best_path->custom_private),
+									makeString(pushed.data));
 	return &cs->scan.plan;
 }
 
@@ -806,6 +931,8 @@ unique_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
 
 	ExplainPropertyText("Scoot One Row per Group", strVal(lsecond(cs->custom_private)), es);
+	if (strVal(lthird(cs->custom_private))[0] != '\0')
+		ExplainPropertyText("Scoot HAVING Pushed Down to", strVal(lthird(cs->custom_private)), es);
 }
 
 void

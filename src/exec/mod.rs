@@ -75,6 +75,12 @@ pub extern "C" fn scoot_unique_groups_enabled() -> bool {
     scoot_custom_scan_enabled() && guc::AGG_PUSHDOWN.get() && guc::UNIQUE_GROUPS.get()
 }
 
+/// May ScootUniqueGroups move HAVING conjuncts into a ScootPreAgg below (`scoot.having_pushdown`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_unique_having_enabled() -> bool {
+    guc::HAVING_PUSHDOWN.get()
+}
+
 /// May the planner group DISTINCT aggregates' arguments first (`scoot.distinct_aggs`)?
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_distinct_aggs_enabled() -> bool {
