@@ -138,6 +138,47 @@ EXPLAIN (COSTS OFF)
 SELECT o.id, sum(l.n) FROM ug_o o, ug_l l WHERE l.w = o.w AND l.d = o.d AND l.o = o.id
 GROUP BY o.w, o.d, o.id HAVING sum(l.n) > 100;
 RESET scoot.having_pushdown;
+-- ... and a differential check of random HAVING conditions over CH Q18's shape: conjuncts on the
+-- pre-aggregated lines' sums, minima, maxima and row count (pushed down), on other tables'
+-- columns, mixing both, or volatile (kept on top); every answer as on heap and with the
+-- setting off
+CREATE FUNCTION ug_having_check(n int, seed float8) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  conds text[] := ARRAY['sum(l.n) > %s', 'sum(l.n) < %s', 'sum(l.n) BETWEEN %s AND %s + 200',
+                        'max(l.i) > %s', 'min(l.i) < %s', 'min(l.i) IS NULL', 'sum(l.n) IS NOT NULL',
+                        'max(l.b) %% 7 = %s %% 7', 'sum(l.f) > %s / 3.0', 'count(*) > %s %% 6',
+                        'max(c.name) < ''name%s''', 'sum(l.n) > o.cnt * %s / 100.0',
+                        'sum(l.n) + random() * 0 > %s', 'max(l.i) + min(c.id) > %s',
+                        'NOT (sum(l.n) > %s)', 'sum(l.n) > %s OR max(l.i) < %s'];
+  sels text[] := ARRAY['c.name, o.id, o.d, sum(l.n)', 'o.id, o.d, sum(l.n), max(l.i)',
+                       'o.id, sum(l.n), min(l.i), max(l.b), count(*)', 'c.name, o.id, sum(l.f), sum(l.n)'];
+  i int; j int; q text; h text; r text; pushed int := 0; plan text;
+BEGIN
+  PERFORM setseed(seed);
+  FOR i IN 1..n LOOP
+    h := '';
+    FOR j IN 1..(1 + floor(random() * 3))::int LOOP
+      h := h || CASE WHEN h = '' THEN '' ELSE ' AND ' END ||
+           format(conds[1 + floor(random() * array_length(conds, 1))::int],
+                  floor(random() * 600 - 100)::int, floor(random() * 600)::int);
+    END LOOP;
+    q := format('SELECT %s FROM ug_c c, ug_o o, ug_l l WHERE c.id = o.cust AND c.w = o.w AND c.d = o.d '
+                'AND l.w = o.w AND l.d = o.d AND l.o = o.id GROUP BY o.id, o.w, o.d, c.id, c.name HAVING %s',
+                sels[1 + floor(random() * array_length(sels, 1))::int], h);
+    r := ug_check(q);
+    FOR plan IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+      IF plan LIKE '%HAVING Pushed Down%' THEN pushed := pushed + 1; END IF;
+    END LOOP;
+  END LOOP;
+  RETURN format('%s queries agree (%s with HAVING pushed down)', n,
+                CASE WHEN pushed >= n / 3 THEN 'many' ELSE 'FEW: ' || pushed END);
+END $$;
+SELECT ug_having_check(150, 0.31);
+SET scoot.olap = on;
+SELECT ug_having_check(40, 0.62);
+RESET scoot.olap;
+DROP FUNCTION ug_having_check(int, float8);
+
 -- eager aggregation's count mode below: each order's lines counted, the counts and the sums of
 -- another table's column weighed by them; over one row per group, the weight itself
 EXPLAIN (COSTS OFF)
