@@ -260,6 +260,34 @@ SET LOCAL scoot.olap = on;
 SELECT ea_check(60, 0.7);
 COMMIT;
 
+-- near-unique keys: for several columns PostgreSQL assumes they are correlated and estimates
+-- (o, n) of ea_u at 5,000 groups of its 50,000 rows (a tenth of the rows), but every combination
+-- occurs once; a sample of the rows shows it, and the rows go to the join unaggregated. ea_r
+-- repeats each combination four times: ScootPreAgg
+CREATE TABLE ea_u (o int, n int, v numeric(10,2)) USING scoot;
+INSERT INTO ea_u SELECT i / 10, i % 10, i % 97 FROM generate_series(1, 50000) i;
+CREATE TABLE ea_r (o int, n int, v numeric(10,2)) USING scoot;
+INSERT INTO ea_r SELECT i / 40, i % 10, i % 97 FROM generate_series(1, 50000) i;
+CREATE TABLE ea_uh (LIKE ea_u) USING heap;
+CREATE TABLE ea_rh (LIKE ea_r) USING heap;
+INSERT INTO ea_uh SELECT * FROM ea_u;
+INSERT INTO ea_rh SELECT * FROM ea_r;
+ANALYZE ea_u, ea_r, ea_uh, ea_rh;
+EXPLAIN (COSTS OFF) SELECT o.note, u.n, sum(u.v) FROM ea_u u, ea_o o WHERE u.o = o.o GROUP BY o.note, u.n;
+EXPLAIN (COSTS OFF) SELECT o.note, r.n, sum(r.v) FROM ea_r r, ea_o o WHERE r.o = o.o GROUP BY o.note, r.n;
+SELECT ea_agree('SELECT o.note, u.n, sum(u.v) FROM ea_u u, ea_o o WHERE u.o = o.o GROUP BY o.note, u.n',
+                'SELECT o.note, u.n, sum(u.v) FROM ea_uh u, ea_oh o WHERE u.o = o.o GROUP BY o.note, u.n') <> '' AS agree;
+SELECT ea_agree('SELECT o.note, r.n, sum(r.v) FROM ea_r r, ea_o o WHERE r.o = o.o GROUP BY o.note, r.n',
+                'SELECT o.note, r.n, sum(r.v) FROM ea_rh r, ea_oh o WHERE r.o = o.o GROUP BY o.note, r.n') <> '' AS agree;
+-- the sample is kept per session until the row count moves by a fifth: doubling ea_r's rows,
+-- each combination once more, still pre-aggregates; ea_u grown to 2 rows per combination too
+INSERT INTO ea_r SELECT i / 40, i % 10, i % 89 FROM generate_series(1, 50000) i;
+INSERT INTO ea_u SELECT i / 10, i % 10, i % 89 FROM generate_series(1, 50000) i;
+INSERT INTO ea_u SELECT i / 10, i % 10, i % 83 FROM generate_series(1, 50000) i;
+ANALYZE ea_u, ea_r;
+EXPLAIN (COSTS OFF) SELECT o.note, u.n, sum(u.v) FROM ea_u u, ea_o o WHERE u.o = o.o GROUP BY o.note, u.n;
+DROP TABLE ea_u, ea_r, ea_uh, ea_rh;
+
 -- the engine cannot answer a NaN: the node runs its child, PostgreSQL's hash aggregation of the
 -- plain scan by the same keys (EXPLAIN ANALYZE names the reason; the node's rows are the same
 -- groups), and the sums above are still exact

@@ -315,6 +315,55 @@ fn key_words(t: Ty) -> usize {
     }
 }
 
+/// Does column `c` of a block store a group key of type `ty` as the engine reads it?
+fn key_stored_as(c: &ColDesc, ty: Ty) -> bool {
+    match ty {
+        Ty::Int(b) => c.kind == KIND_FIXED && c.byval != 0 && c.attlen == b as i16,
+        Ty::Dec(s) => matches!(c.kind, KIND_DEC64 | KIND_DEC128) && c.scale as u32 == s,
+        Ty::Char(wd) => c.kind == KIND_CHARN && c.width == wd,
+    }
+}
+
+/// Reads key number `ki` (type `ty`, column `c`, checked by [`key_stored_as`]) of slot `s` into
+/// `k`'s words from `w` on, or its bit in `k.1` when NULL.
+#[inline(always)]
+fn read_key_word(blk: BlockRef, c: &ColDesc, ty: Ty, s: u32, ki: usize, w: usize, k: &mut Key) {
+    if !blk.is_valid(c, s) {
+        k.1 |= 1 << ki;
+        return;
+    }
+    let p = blk.value_ptr(c, s);
+    unsafe {
+        match ty {
+            Ty::Int(b) => {
+                k.0[w] = match b {
+                    2 => (p as *const i16).read_unaligned() as i64 as u64,
+                    4 => (p as *const i32).read_unaligned() as i64 as u64,
+                    _ => (p as *const i64).read_unaligned() as u64,
+                }
+            }
+            Ty::Dec(_) => {
+                let v = if c.kind == KIND_DEC128 {
+                    (p as *const i128).read_unaligned()
+                } else {
+                    let x = (p as *const i64).read_unaligned();
+                    if x == NAN64 { NAN128 } else { x as i128 }
+                };
+                // NaN groups with NaN, as in PostgreSQL; the marker is one value
+                k.0[w] = v as u64;
+                k.0[w + 1] = (v >> 64) as u64;
+            }
+            Ty::Char(wd) => {
+                let wd = wd as usize;
+                k.0[w] = read_le(p, wd.min(8));
+                if wd > 8 {
+                    k.0[w + 1] = read_le(p.add(8), wd - 8);
+                }
+            }
+        }
+    }
+}
+
 /// One aggregate's running state over all groups (indexed by group).
 #[derive(Default)]
 struct Acc {
@@ -972,54 +1021,11 @@ impl AggExec {
         let mut w = 0usize;
         for (ki, &(att, ty)) in self.spec.keys.iter().enumerate() {
             let c = column(blk, att)?;
-            let ok = match ty {
-                Ty::Int(b) => c.kind == KIND_FIXED && c.byval != 0 && c.attlen == b as i16,
-                Ty::Dec(s) => matches!(c.kind, KIND_DEC64 | KIND_DEC128) && c.scale as u32 == s,
-                Ty::Char(wd) => c.kind == KIND_CHARN && c.width == wd,
-            };
-            if !ok {
+            if !key_stored_as(c, ty) {
                 return Err(Fallback(c"a group key stored in another form"));
             }
             for (i, &s) in sel.iter().enumerate() {
-                let k = &mut keys[i];
-                if !blk.is_valid(c, s) {
-                    k.1 |= 1 << ki;
-                    continue;
-                }
-                let p = blk.value_ptr(c, s);
-                unsafe {
-                    match ty {
-                        Ty::Int(b) => {
-                            k.0[w] = match b {
-                                2 => (p as *const i16).read_unaligned() as i64 as u64,
-                                4 => (p as *const i32).read_unaligned() as i64 as u64,
-                                _ => (p as *const i64).read_unaligned() as u64,
-                            }
-                        }
-                        Ty::Dec(_) => {
-                            let v = if c.kind == KIND_DEC128 {
-                                (p as *const i128).read_unaligned()
-                            } else {
-                                let x = (p as *const i64).read_unaligned();
-                                if x == NAN64 {
-                                    NAN128
-                                } else {
-                                    x as i128
-                                }
-                            };
-                            // NaN groups with NaN, as in PostgreSQL; the marker is one value
-                            k.0[w] = v as u64;
-                            k.0[w + 1] = (v >> 64) as u64;
-                        }
-                        Ty::Char(wd) => {
-                            let wd = wd as usize;
-                            k.0[w] = read_le(p, wd.min(8));
-                            if wd > 8 {
-                                k.0[w + 1] = read_le(p.add(8), wd - 8);
-                            }
-                        }
-                    }
-                }
+                read_key_word(blk, c, ty, s, ki, w, &mut keys[i]);
             }
             w += key_words(ty);
         }
@@ -1624,5 +1630,146 @@ mod tests {
         assert!(int_fits(32767, 2) && !int_fits(32768, 2));
         assert!(int_fits(-2147483648, 4) && !int_fits(2147483648, 4));
         assert!(!int_fits(i64::MAX as i128 + 1, 8));
+    }
+}
+
+/// Row slots [`sample_groups`] reads.
+const SAMPLE_ROWS: usize = 3000;
+
+/// Estimates how many groups the key columns `keys` form among the rows of `t`, which holds
+/// about `ntuples` rows, from [`SAMPLE_ROWS`] row slots drawn at random (the same draw for the
+/// same table: plans do not change from one planning to the next): Haas and Stokes' Duj1
+/// estimator, n·d / (n − f1 + f1·n/N), as PostgreSQL's ANALYZE uses for one column (d distinct
+/// keys in the sample, f1 of them seen once). None: no rows, or no block stores the keys as the
+/// engine reads them. Dead versions not yet vacuumed are sampled as rows: an estimate.
+fn sample_groups(t: crate::storage::tabledir::TableRef, keys: &[(usize, Ty)], ntuples: f64) -> Option<f64> {
+    use crate::storage::block::ST_NORMAL;
+    let blocks = crate::storage::tabledir::blocks_of(t);
+    if blocks.is_empty() || keys.is_empty() {
+        return None;
+    }
+    // splitmix64, seeded by the table's block count (deterministic per table state)
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ blocks.len() as u64;
+    let mut next = || {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    // how many slots to draw from each block (blocks are about equally full)
+    let mut picks = vec![0u32; blocks.len()];
+    for _ in 0..SAMPLE_ROWS {
+        picks[(next() % blocks.len() as u64) as usize] += 1;
+    }
+    let mut counts: std::collections::HashMap<Key, u32> = std::collections::HashMap::new();
+    let mut n = 0usize;
+    for (i, &(lb, _)) in blocks.iter().enumerate() {
+        if picks[i] == 0 {
+            continue;
+        }
+        let Some(l) = crate::storage::modify::lock(t, lb, false) else {
+            continue;
+        };
+        let hwm = l.hwm();
+        if hwm == 0 {
+            continue;
+        }
+        let mut cols = Vec::with_capacity(keys.len());
+        for &(att, ty) in keys {
+            match column(l.blk, att) {
+                Ok(c) if key_stored_as(c, ty) => cols.push((c, ty)),
+                _ => break,
+            }
+        }
+        if cols.len() != keys.len() {
+            continue;
+        }
+        for _ in 0..picks[i] {
+            let s = (next() % hwm as u64) as u32;
+            if l.row(s).state() != ST_NORMAL {
+                continue;
+            }
+            let mut k: Key = ([0; KEY_WORDS], 0);
+            let mut w = 0usize;
+            for (ki, &(c, ty)) in cols.iter().enumerate() {
+                read_key_word(l.blk, c, ty, s, ki, w, &mut k);
+                w += key_words(ty);
+            }
+            *counts.entry(k).or_insert(0) += 1;
+            n += 1;
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    Some(duj1(n as f64, counts.len() as f64, counts.values().filter(|&&c| c == 1).count() as f64, ntuples))
+}
+
+/// Haas and Stokes' Duj1 estimate of the distinct values among `big_n` rows from a sample of `n`
+/// rows holding `d` distinct values, `f1` of them once; between d and N.
+fn duj1(n: f64, d: f64, f1: f64, big_n: f64) -> f64 {
+    let big_n = big_n.max(n);
+    let denom = n - f1 + f1 * n / big_n;
+    if denom <= 0.0 {
+        return big_n;
+    }
+    (n * d / denom).clamp(d, big_n)
+}
+
+thread_local! {
+    /// Sampled group counts per (table, key columns): (estimate, the row count it was made for).
+    static SAMPLED: std::cell::RefCell<std::collections::HashMap<(u32, u32, String), (f64, f64)>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The groups the keys of the ScootPreAgg description `spec` form among the rows of `rel`
+/// (about `ntuples`), from a random sample of its rows (see [`sample_groups`]); -1: no estimate.
+/// Kept per backend until the table's row count moves by a fifth.
+#[unsafe(no_mangle)]
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn scoot_agg_sample_groups(
+    spec: *const c_char,
+    rel: pg_sys::Relation,
+    ntuples: f64,
+) -> f64 {
+    crate::ffi::guard::boundary(|| unsafe {
+        let Some(text) = CStr::from_ptr(spec).to_str().ok() else {
+            return -1.0;
+        };
+        let Some(sp) = Spec::parse(text) else {
+            return -1.0;
+        };
+        if sp.keys.is_empty() || ntuples < 1.0 {
+            return -1.0;
+        }
+        let keys: String = text.lines().filter(|l| l.starts_with("K ")).collect::<Vec<_>>().join(";");
+        let node = (*rel).rd_node;
+        let ck = (u32::from(node.dbNode), u32::from(node.relNode), keys);
+        if let Some((est, at)) = SAMPLED.with(|m| m.borrow().get(&ck).copied()) {
+            if (ntuples - at).abs() <= at * 0.2 {
+                return est;
+            }
+        }
+        let t = crate::storage::tabledir::resolve(rel);
+        let est = sample_groups(t, &sp.keys, ntuples).unwrap_or(-1.0);
+        SAMPLED.with(|m| m.borrow_mut().insert(ck, (est, ntuples)));
+        est
+    })
+}
+
+#[cfg(test)]
+mod sample_tests {
+    use super::duj1;
+
+    #[test]
+    fn duj1_bounds() {
+        // every sampled key once: the keys are unique, as many groups as rows
+        assert_eq!(duj1(3000.0, 3000.0, 3000.0, 400_000.0), 400_000.0);
+        // no key once: the sample saw every group
+        assert_eq!(duj1(3000.0, 100.0, 0.0, 400_000.0), 100.0);
+        // groups of ten rows: 40k groups; a sample of 3000 sees ~142 keys twice
+        let e = duj1(3000.0, 2929.0, 2858.0, 400_000.0);
+        assert!(e > 30_000.0 && e < 80_000.0, "{e}");
     }
 }

@@ -92,6 +92,7 @@ extern char *scoot_agg_type_code(Oid typ, int32 typmod, bool key);
 
 /* Rust side (src/exec/mod.rs) */
 extern double scoot_eager_agg_min_group(void);
+extern double scoot_agg_sample_groups(const char *spec, Relation rel, double ntuples);
 
 void		scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relation r);
 void		scoot_install_custom_preagg(void);
@@ -730,6 +731,7 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 	CustomPath *cp;
 	int			key_words = 0;
 	double		groups;
+	double		sampled;
 	int			natts = RelationGetDescr(r)->natts;
 
 	if (min_group <= 0 || rel->reloptkind != RELOPT_BASEREL || rel->lateral_relids != NULL ||
@@ -894,6 +896,16 @@ scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relat
 	/* does it pay? */
 	groups = estimate_num_groups(root, key_exprs, rel->rows, NULL, NULL);
 	if (groups * min_group > rel->rows)
+		return;
+	/*
+	 * ... also on a sample of the rows: for several columns PostgreSQL assumes they are
+	 * correlated (it clamps their groups to a tenth of the rows, or to the column with the most
+	 * distinct values), which rates near-unique combinations as a few rows per group (CH Q5's
+	 * order_line by order and item: 65k groups estimated, a row each in fact). Rows per group
+	 * over the whole table are at least those after the filters: too few there, too few here.
+	 */
+	sampled = scoot_agg_sample_groups(spec.data, r, rel->tuples);
+	if (sampled > 0 && sampled * min_group > rel->tuples)
 		return;
 
 	/* the fallback: F's cheapest plain scan (it stays alive: no add_path sees it again) */
