@@ -109,7 +109,8 @@ DECLARE f text := current_setting('data_directory') || '/pg_scoot_copy_regress.b
 BEGIN
   EXECUTE format('COPY copy_s TO %L WITH (FORMAT binary)', f);
   EXECUTE format('COPY copy_bin FROM %L WITH (FORMAT binary)', f);
-  EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', 'rm -f ' || f);
+  -- the program reads what COPY writes before it exits (else the write may meet a closed pipe)
+  EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', 'cat > /dev/null; rm -f ' || f);
 END $$;
 SELECT (SELECT array_agg(x::text ORDER BY id) FROM copy_bin x)
      = (SELECT array_agg(x::text ORDER BY id) FROM copy_h x) AS binary_roundtrip_same;
@@ -174,7 +175,8 @@ BEGIN
   IF bad_at = 0 THEN
     EXECUTE format('COPY copy_mb_h FROM %L (FORMAT csv)', f);
   END IF;
-  EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', 'rm -f ' || f);
+  -- the program reads what COPY writes before it exits (else the write may meet a closed pipe)
+  EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', 'cat > /dev/null; rm -f ' || f);
 END $$;
 SELECT copy_mb_load(0);
 SELECT count(*), count(DISTINCT ctid), sum(id) FROM copy_mb_s;
