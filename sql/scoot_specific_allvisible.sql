@@ -27,21 +27,13 @@ BEGIN
 END $$;
 VACUUM av, avh;
 -- VACUUM marks a block (a heap page) all visible only if no snapshot still running is older
--- than its rows: an autovacuum ANALYZE of another table can hold one. Vacuum again until both
--- tables have all-visible blocks (VACUUM sets relallvisible, scoot's from its own count).
--- (the retries run silently: how many there are depends on the other sessions)
+-- than its rows: an autovacuum ANALYZE of another table can hold one. Vacuum ten times more,
+-- each time after waiting half a second while a table has no all-visible block (VACUUM sets
+-- relallvisible, scoot's from its own count); silently: the waits depend on the other sessions.
 \set ECHO none
 \o /dev/null
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
+SELECT 'SELECT pg_sleep(0.5) WHERE EXISTS (SELECT FROM pg_class WHERE relname IN (''av'', ''avh'') AND relallvisible = 0)',
+       'VACUUM av, avh' FROM generate_series(1, 10) \gexec
 \o
 \set ECHO all
 SELECT relname, relallvisible > 0 AS all_visible_pages FROM pg_class WHERE relname IN ('av', 'avh') ORDER BY 1;
@@ -63,19 +55,10 @@ ANALYZE av, avh;
 SELECT plan_of('SELECT a, b FROM av WHERE a >= 997 ORDER BY a, b') AS scoot,
        plan_of('SELECT a, b FROM avh WHERE a >= 997 ORDER BY a, b') AS heap;
 VACUUM av, avh;
--- (the retries run silently: how many there are depends on the other sessions)
 \set ECHO none
 \o /dev/null
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM av, avh' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('av', 'avh') AND relallvisible = 0) \gexec
+SELECT 'SELECT pg_sleep(0.5) WHERE EXISTS (SELECT FROM pg_class WHERE relname IN (''av'', ''avh'') AND relallvisible = 0)',
+       'VACUUM av, avh' FROM generate_series(1, 10) \gexec
 \o
 \set ECHO all
 ANALYZE av, avh;

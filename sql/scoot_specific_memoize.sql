@@ -18,21 +18,12 @@ INSERT INTO mo_orders_h SELECT * FROM mo_orders;
 INSERT INTO mo_lines_h SELECT * FROM mo_lines;
 VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h;
 -- the plans with scoot.custom_scan = off depend on the share of all-visible blocks: VACUUM marks
--- none while a snapshot older than the rows runs (an autovacuum ANALYZE's): vacuum again until all
--- four tables have some (see scoot_specific_allvisible)
--- (the retries run silently: how many there are depends on the other sessions)
+-- none while a snapshot older than the rows runs (an autovacuum ANALYZE's): vacuum ten times more,
+-- waiting while a table has none, silently (see scoot_specific_allvisible)
 \set ECHO none
 \o /dev/null
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
-SELECT 'SELECT pg_sleep(0.5)', 'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' WHERE EXISTS (SELECT FROM pg_class WHERE relname IN ('mo_orders', 'mo_lines', 'mo_orders_h', 'mo_lines_h') AND relallvisible = 0) \gexec
+SELECT 'SELECT pg_sleep(0.5) WHERE EXISTS (SELECT FROM pg_class WHERE relname IN (''mo_orders'', ''mo_lines'', ''mo_orders_h'', ''mo_lines_h'') AND relallvisible = 0)',
+       'VACUUM mo_orders, mo_lines, mo_orders_h, mo_lines_h' FROM generate_series(1, 10) \gexec
 \o
 \set ECHO all
 ANALYZE mo_orders, mo_lines, mo_orders_h, mo_lines_h;
