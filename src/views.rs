@@ -538,3 +538,51 @@ COMMENT ON VIEW snapshot_stats IS 'OLAP snapshot worker statistics: method in us
     name = "snapshot_views",
     requires = [snapshots_info, snapshot_stats_info, snapshot_stats_reset]
 );
+
+/// `scoot.planner_samples`: what the planner sampled from scoot tables, shared by all backends
+/// (`exec::samplecache`).
+#[pg_extern]
+fn planner_samples_info() -> TableIterator<
+    'static,
+    (
+        name!(relid, pg_sys::Oid),
+        name!(kind, String),
+        name!(sampled_at_rows, f64),
+        name!(estimate, Option<f64>),
+        name!(hits, i64),
+    ),
+> {
+    use crate::exec::samplecache;
+    let rows: Vec<_> = samplecache::entries()
+        .into_iter()
+        .map(|(relid, kind, tuples, est, hits)| {
+            let k = match kind {
+                samplecache::KIND_EXPR => "expression statistics",
+                samplecache::KIND_GROUPS => "group count",
+                _ => "other",
+            };
+            (pg_sys::Oid::from(relid), k.to_string(), tuples, est, hits as i64)
+        })
+        .collect();
+    TableIterator::new(rows)
+}
+
+/// `scoot.planner_samples_reset()`: forgets the current database's shared planner samples (the
+/// next backend to plan over a table samples it again; a backend's own results stay until its
+/// table's row count moves).
+#[pg_extern(volatile, parallel_unsafe)]
+fn planner_samples_reset() {
+    crate::exec::samplecache::reset();
+}
+
+extension_sql!(
+    r#"
+CREATE VIEW planner_samples AS
+  SELECT relid::regclass AS relation, kind, sampled_at_rows, estimate, hits FROM planner_samples_info();
+COMMENT ON VIEW planner_samples IS 'what the planner sampled from scoot tables (expression statistics: distinct values, negative = a fraction of the rows; group counts for eager aggregation), shared by all backends so that new connections do not sample again; hits = plans of other backends answered from it';
+REVOKE EXECUTE ON FUNCTION planner_samples_reset() FROM PUBLIC;
+COMMENT ON FUNCTION planner_samples_reset() IS 'forgets the shared planner samples of the current database (superuser)';
+"#,
+    name = "planner_sample_views",
+    requires = [planner_samples_info, planner_samples_reset]
+);

@@ -20,6 +20,7 @@
 use crate::storage::block::{
     BlockRef, ColDesc, KIND_ABSENT, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
 };
+use crate::exec::samplecache;
 use crate::storage::encoding::{self, NAN128, NAN64};
 use crate::storage::filter::{BlockFilter, FilterOrder};
 use pgrx::pg_sys;
@@ -1725,7 +1726,8 @@ thread_local! {
 
 /// The groups the keys of the ScootPreAgg description `spec` form among the rows of `rel`
 /// (about `ntuples`), from a random sample of its rows (see [`sample_groups`]); -1: no estimate.
-/// Kept per backend until the table's row count moves by a fifth.
+/// Kept per backend, and for the other backends ([`samplecache`]), until the table's row count
+/// moves by a fifth.
 #[unsafe(no_mangle)]
 #[pgrx::pg_guard]
 pub unsafe extern "C-unwind" fn scoot_agg_sample_groups(
@@ -1747,13 +1749,22 @@ pub unsafe extern "C-unwind" fn scoot_agg_sample_groups(
         let node = (*rel).rd_node;
         let ck = (u32::from(node.dbNode), u32::from(node.relNode), keys);
         if let Some((est, at)) = SAMPLED.with(|m| m.borrow().get(&ck).copied()) {
-            if (ntuples - at).abs() <= at * 0.2 {
+            if samplecache::fresh(at, ntuples) {
                 return est;
             }
         }
-        let t = crate::storage::tabledir::resolve(rel);
-        let est = sample_groups(t, &sp.keys, ntuples).unwrap_or(-1.0);
-        SAMPLED.with(|m| m.borrow_mut().insert(ck, (est, ntuples)));
+        // another backend's sample of about this many rows, else a sample of our own for all
+        let id = samplecache::RelId::of(rel);
+        let (est, at) = match samplecache::get(samplecache::KIND_GROUPS, id, ck.2.as_bytes(), ntuples) {
+            Some((at, v)) => (v[0], at),
+            None => {
+                let t = crate::storage::tabledir::resolve(rel);
+                let est = sample_groups(t, &sp.keys, ntuples).unwrap_or(-1.0);
+                samplecache::put(samplecache::KIND_GROUPS, id, ck.2.as_bytes(), ntuples, [est, 0.0, 0.0, 0.0]);
+                (est, ntuples)
+            }
+        };
+        SAMPLED.with(|m| m.borrow_mut().insert(ck, (est, at)));
         est
     })
 }

@@ -37,6 +37,7 @@
 #include "catalog/pg_statistic.h"
 #include "common/pg_prng.h"
 #include "executor/executor.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -61,6 +62,12 @@
 extern bool scoot_expression_stats_enabled(void);
 extern bool scoot_relation_is_scoot(Relation rel);
 extern void scoot_scan_set_columns(TableScanDesc scan, const bool *mask, int natts);
+/* src/exec/samplecache.rs: samples shared by all backends */
+extern bool scoot_sample_cache_get(int kind, Relation rel, const char *key, double tuples,
+								   double *made_for, double *vals);
+extern void scoot_sample_cache_put(int kind, Relation rel, const char *key, double tuples,
+								   const double *vals);
+#define SAMPLE_CACHE_EXPR 1
 
 void		scoot_install_expr_stats(void);
 
@@ -76,7 +83,7 @@ static get_index_stats_hook_type prev_index_stats = NULL;
 typedef struct ExprStat
 {
 	Oid			relid;
-	char	   *expr;			/* nodeToString of the expression */
+	char	   *expr;			/* expr_key of the expression */
 	double		tuples;			/* the table's row count when sampled */
 	Oid			fake_oid;
 	HeapTuple	stat;			/* a pg_statistic row, or NULL: none (evaluation failed) */
@@ -388,11 +395,46 @@ stat_tuple(Oid relid, float4 nullfrac, int32 width, float4 distinct)
 	return t;
 }
 
+/*
+ * The key of expression `e` in the caches: its nodeToString without what differs between two
+ * queries that compare the same expression of the same table (the token positions, the table's
+ * range table index).
+ */
+static char *
+expr_key(Expr *e)
+{
+	char	   *in = nodeToString(e);
+	StringInfoData out;
+	char	   *p = in;
+
+	initStringInfo(&out);
+	while (*p)
+	{
+		if (strncmp(p, " :location ", 11) == 0 || strncmp(p, " :varno ", 8) == 0 ||
+			strncmp(p, " :varnosyn ", 11) == 0)
+		{
+			/* the field name stays, its number goes */
+			const char *num = strchr(p + 2, ' ') + 1;
+
+			appendBinaryStringInfo(&out, p, num - p);
+			p = (char *) num;
+			if (*p == '-')
+				p++;
+			while (*p >= '0' && *p <= '9')
+				p++;
+			continue;
+		}
+		appendStringInfoChar(&out, *p++);
+	}
+	pfree(in);
+	return out.data;
+}
+
 /* The statistics of `e` over `rel` (cached), or NULL. */
 static ExprStat *
 stats_for(Relation rel, Expr *e, double tuples)
 {
-	char	   *key = nodeToString(e);
+	char	   *key = expr_key(e);
 	ExprStat   *s = NULL;
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -400,6 +442,9 @@ stats_for(Relation rel, Expr *e, double tuples)
 				distinct = 0;
 	int32		width = 0;
 	bool		ok = false;
+	bool		shared;
+	double		made_for = 0;
+	double		vals[4];
 
 	for (int i = 0; i < ncached; i++)
 		if (cached[i].relid == RelationGetRelid(rel) && strcmp(cached[i].expr, key) == 0)
@@ -409,12 +454,14 @@ stats_for(Relation rel, Expr *e, double tuples)
 		}
 	if (s != NULL && fabs(s->tuples - tuples) <= 0.2 * Max(s->tuples, 1.0))
 		return s->stat != NULL ? s : NULL;
+	/* what another backend sampled for about this row count (samplecache.rs) */
+	shared = scoot_sample_cache_get(SAMPLE_CACHE_EXPR, rel, key, tuples, &made_for, vals);
 	/*
 	 * no sampling in parallel mode, nor in a serializable transaction: the sample's scan would
 	 * take a relation-wide predicate lock the query itself may not need (statistics sampled
-	 * earlier are used)
+	 * earlier, here or by another backend, are used)
 	 */
-	if (IsInParallelMode() || IsolationIsSerializable())
+	if (!shared && (IsInParallelMode() || IsolationIsSerializable()))
 		return NULL;
 	if (s == NULL)
 	{
@@ -427,10 +474,17 @@ stats_for(Relation rel, Expr *e, double tuples)
 		s->stat = NULL;
 		ncached++;
 	}
-	s->tuples = tuples;
+	s->tuples = shared ? made_for : tuples;
 	if (s->stat != NULL)
 		heap_freetuple(s->stat);
 	s->stat = NULL;
+	if (shared)
+	{
+		if (vals[0] != 0 && vals[3] != 0)
+			s->stat = stat_tuple(RelationGetRelid(rel), (float4) vals[1], (int32) vals[2],
+								 (float4) vals[3]);
+		return s->stat != NULL ? s : NULL;
+	}
 
 	/* a failing evaluation (an overflow on some row) leaves the expression without statistics */
 	BeginInternalSubTransaction(NULL);
@@ -461,6 +515,12 @@ stats_for(Relation rel, Expr *e, double tuples)
 	PG_END_TRY();
 	if (ok && distinct != 0)
 		s->stat = stat_tuple(RelationGetRelid(rel), nullfrac, width, distinct);
+	/* for the other backends (a failed evaluation too: they need not try again) */
+	vals[0] = ok ? 1 : 0;
+	vals[1] = nullfrac;
+	vals[2] = width;
+	vals[3] = distinct;
+	scoot_sample_cache_put(SAMPLE_CACHE_EXPR, rel, key, tuples, vals);
 	return s->stat != NULL ? s : NULL;
 }
 

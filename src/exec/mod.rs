@@ -18,6 +18,9 @@
 //! compare by equality (distinct values and null fraction, sampled once per backend), so that
 //! joins on them are estimated from the data.
 //!
+//! `samplecache.rs` keeps what the planner learns from a table's rows (expression statistics,
+//! group-count samples) in shared memory, so a new connection's first plans do not sample again.
+//!
 //! `joinest.c` corrects PostgreSQL's estimate of a join of a scoot table to a grouped subquery on
 //! the group key and the group's min() / max() of one of its columns (the argmin of CH / TPC-H Q2):
 //! at least one row per group, not the 1/200 of one that independent clauses give.
@@ -39,6 +42,7 @@ use crate::{am, guc};
 use pgrx::pg_sys;
 
 pub mod agg;
+pub mod samplecache;
 
 unsafe extern "C" {
     fn scoot_install_custom_scan();
@@ -61,6 +65,7 @@ pub fn install() {
         scoot_install_expr_stats();
         scoot_install_join_estimates();
     }
+    samplecache::install();
 }
 
 /// Does the planner push aggregates into ScootAgg (`scoot.agg_pushdown`)?

@@ -1,0 +1,66 @@
+-- Planner samples shared by all backends (scoot.planner_samples). What the planner learns from a
+-- scoot table's rows while planning (expression statistics, eager aggregation's group count) is
+-- kept in shared memory: a new connection plans with it instead of sampling again (which cost a
+-- fresh connection's first CH Q10 plan 45 ms instead of 4). Checked: the first plan samples, a
+-- new backend's plan of the same (or a differently written, same) expression is answered from
+-- the shared entry with the same estimates, a table that grew by more than a fifth is sampled
+-- again, a reset forgets, and the answers do not change.
+SET max_parallel_workers_per_gather = 0;
+SELECT scoot.planner_samples_reset();
+
+CREATE TABLE ps_c (id int PRIMARY KEY, state char(2)) USING scoot;
+CREATE TABLE ps_n (key int PRIMARY KEY, name text) USING scoot;
+INSERT INTO ps_c SELECT i, chr(65 + (i * 7) % 26) || chr(65 + i % 26) FROM generate_series(1, 20000) i;
+INSERT INTO ps_n SELECT k, 'nation' || k FROM generate_series(0, 24) k;
+-- pre-aggregation candidates: 50,000 rows in groups of four (o, n) rows
+CREATE TABLE ps_r (o int, n int, v numeric(10,2)) USING scoot;
+INSERT INTO ps_r SELECT i / 40, i % 10, i % 97 FROM generate_series(1, 50000) i;
+CREATE TABLE ps_o (o int PRIMARY KEY, note varchar(10)) USING scoot;
+INSERT INTO ps_o SELECT i, 'note' || (i % 7) FROM generate_series(0, 1250) i;
+ANALYZE ps_c, ps_n, ps_r, ps_o;
+
+-- nothing sampled yet
+SELECT count(*) FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%';
+-- this backend samples: one entry per table and kind, not yet used by anyone else (the count(*)
+-- in scoot_estimate also considered pre-aggregating ps_c by state: 26 groups)
+SELECT scoot_estimate('SELECT * FROM ps_c c JOIN ps_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
+EXPLAIN (COSTS OFF) SELECT o.note, r.n, sum(r.v) FROM ps_r r, ps_o o WHERE r.o = o.o GROUP BY o.note, r.n;
+SELECT relation, kind, sampled_at_rows, round(estimate::numeric) AS estimate, hits
+FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%' ORDER BY 1, 2;
+
+-- a new backend: the same estimates and plan, answered from the shared entries (hits), also for
+-- the expression written differently (other spacing, other table order and aliases)
+\c
+SET max_parallel_workers_per_gather = 0;
+SELECT scoot_estimate('SELECT * FROM ps_n x,   ps_c y WHERE ascii(substr(y.state, 1, 1))   - 65 = x.key');
+EXPLAIN (COSTS OFF) SELECT o.note, r.n, sum(r.v) FROM ps_r r, ps_o o WHERE r.o = o.o GROUP BY o.note, r.n;
+SELECT relation, kind, sampled_at_rows, round(estimate::numeric) AS estimate, hits
+FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%' ORDER BY 1, 2;
+
+-- the answers are those of heap
+CREATE TABLE ps_ch (LIKE ps_c) USING heap;
+CREATE TABLE ps_nh (LIKE ps_n) USING heap;
+INSERT INTO ps_ch SELECT * FROM ps_c;
+INSERT INTO ps_nh SELECT * FROM ps_n;
+SELECT (SELECT count(*) FROM ps_c c JOIN ps_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key) =
+       (SELECT count(*) FROM ps_ch c JOIN ps_nh n ON ascii(substr(c.state, 1, 1)) - 65 = n.key) AS same;
+
+-- the table grows by more than a fifth: a new backend samples again, at the new row count
+INSERT INTO ps_c SELECT i, chr(65 + i % 25) || 'Z' FROM generate_series(20001, 30000) i;
+ANALYZE ps_c;
+\c
+SET max_parallel_workers_per_gather = 0;
+SELECT scoot_estimate('SELECT * FROM ps_c c JOIN ps_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
+SELECT relation, kind, sampled_at_rows, hits
+FROM scoot.planner_samples WHERE relation = 'ps_c'::regclass;
+
+-- a reset forgets this database's samples; the next plan samples again
+SELECT scoot.planner_samples_reset();
+SELECT count(*) FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%';
+\c
+SET max_parallel_workers_per_gather = 0;
+SELECT scoot_estimate('SELECT * FROM ps_c c JOIN ps_n n ON ascii(substr(c.state, 1, 1)) - 65 = n.key');
+SELECT relation, kind, sampled_at_rows, hits
+FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%' ORDER BY 1, 2;
+
+DROP TABLE ps_c, ps_n, ps_r, ps_o, ps_ch, ps_nh;
