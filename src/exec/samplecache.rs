@@ -73,20 +73,15 @@ unsafe extern "C-unwind" fn shmem_startup() {
         if let Some(prev) = PREV_SHMEM_STARTUP {
             prev();
         }
-        let init_lock = crate::ffi::addin_shmem_init_lock();
-        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let mut found = false;
-        let p = pg_sys::ShmemInitStruct(
-            c"pg_scoot planner samples".as_ptr(),
-            std::mem::size_of::<Cache>(),
-            &mut found,
-        ) as *mut Cache;
-        if !found {
-            std::ptr::write_bytes(p as *mut u8, 0, std::mem::size_of::<Cache>());
-            pg_sys::LWLockInitialize(&mut (*p).lock, crate::storage::arena::ctl().tranche);
-        }
-        CACHE = p;
-        pg_sys::LWLockRelease(init_lock);
+        let size = std::mem::size_of::<Cache>();
+        crate::ffi::shmem_init_struct(c"pg_scoot planner samples", size, |p, fresh| {
+            let p = p as *mut Cache;
+            if fresh {
+                std::ptr::write_bytes(p as *mut u8, 0, size);
+                pg_sys::LWLockInitialize(&mut (*p).lock, crate::storage::arena::ctl().tranche);
+            }
+            CACHE = p;
+        });
     }
 }
 

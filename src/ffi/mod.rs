@@ -51,6 +51,20 @@ pub unsafe fn addin_shmem_init_lock() -> *mut pg_sys::LWLock {
     unsafe { &mut (*pg_sys::MainLWLockArray.add(21)).lock }
 }
 
+/// `ShmemInitStruct(name, size)` under `AddinShmemInitLock`, as a `shmem_startup_hook` does it:
+/// `attach(pointer, fresh)` runs with the lock held (`fresh`: this call created the struct, whose
+/// memory is not initialised).
+pub unsafe fn shmem_init_struct(name: &std::ffi::CStr, size: usize, attach: impl FnOnce(*mut u8, bool)) {
+    unsafe {
+        let lock = addin_shmem_init_lock();
+        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let p = pg_sys::ShmemInitStruct(name.as_ptr(), size, &mut found);
+        attach(p as *mut u8, !found);
+        pg_sys::LWLockRelease(lock);
+    }
+}
+
 #[inline]
 pub unsafe fn tupdesc_attr(td: pg_sys::TupleDesc, i: usize) -> *mut pg_sys::FormData_pg_attribute {
     unsafe { (*td).attrs.as_mut_ptr().add(i) }

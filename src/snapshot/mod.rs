@@ -81,16 +81,11 @@ unsafe extern "C-unwind" fn shmem_startup() {
         if let Some(prev) = PREV_SHMEM_STARTUP {
             prev();
         }
-        let lock = crate::ffi::addin_shmem_init_lock();
-        pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let z = sizes();
-        let mut found = false;
-        let p = pg_sys::ShmemInitStruct(
-            c"pg_scoot snapshot registry".as_ptr(),
+        crate::ffi::shmem_init_struct(
+            c"pg_scoot snapshot registry",
             registry::shmem_bytes(&z),
-            &mut found,
+            |p, fresh| registry::attach(p, fresh, &z),
         );
-        registry::attach(p as *mut u8, !found, &z);
-        pg_sys::LWLockRelease(lock);
     }
 }
