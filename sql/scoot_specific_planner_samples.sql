@@ -4,7 +4,8 @@
 -- fresh connection's first CH Q10 plan 45 ms instead of 4). Checked: the first plan samples, a
 -- new backend's plan of the same (or a differently written, same) expression is answered from
 -- the shared entry with the same estimates, a table that grew by more than a fifth is sampled
--- again, a reset forgets, and the answers do not change.
+-- again, a reset forgets, the answers do not change, and the view shows only what the user may
+-- read.
 SET max_parallel_workers_per_gather = 0;
 SELECT scoot.planner_samples_reset();
 
@@ -63,4 +64,24 @@ SELECT scoot_estimate('SELECT * FROM ps_c c JOIN ps_n n ON ascii(substr(c.state,
 SELECT relation, kind, sampled_at_rows, hits
 FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%' ORDER BY 1, 2;
 
+-- the view shows what pg_stats would: only tables the user may read, none whose row security
+-- applies to the user, none dropped
+CREATE ROLE regress_ps_reader;
+GRANT USAGE ON SCHEMA scoot TO regress_ps_reader;
+GRANT SELECT ON scoot.planner_samples TO regress_ps_reader;
+SET ROLE regress_ps_reader;
+SELECT count(*) FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%';
+RESET ROLE;
+GRANT SELECT ON ps_c TO regress_ps_reader;
+SET ROLE regress_ps_reader;
+SELECT count(*) FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%';
+RESET ROLE;
+ALTER TABLE ps_c ENABLE ROW LEVEL SECURITY;
+SET ROLE regress_ps_reader;
+SELECT count(*) FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%';
+RESET ROLE;
 DROP TABLE ps_c, ps_n, ps_r, ps_o, ps_ch, ps_nh;
+SELECT count(*) FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%';
+REVOKE SELECT ON scoot.planner_samples FROM regress_ps_reader;
+REVOKE USAGE ON SCHEMA scoot FROM regress_ps_reader;
+DROP ROLE regress_ps_reader;

@@ -553,8 +553,24 @@ fn planner_samples_info() -> TableIterator<
     ),
 > {
     use crate::exec::samplecache;
+    // as pg_stats: only tables the user may read, none whose row security applies to the user
+    // (and none dropped since they were sampled)
+    let readable = |relid: u32| unsafe {
+        let oid = pg_sys::Oid::from(relid);
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::RELOID as i32,
+            pg_sys::Datum::from(oid),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        ) && pg_sys::pg_class_aclcheck(oid, pg_sys::GetUserId(), pg_sys::ACL_SELECT as _)
+            == pg_sys::AclResult::ACLCHECK_OK
+            && pg_sys::check_enable_rls(oid, pg_sys::InvalidOid, true)
+                != pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+    };
     let rows: Vec<_> = samplecache::entries()
         .into_iter()
+        .filter(|e| readable(e.0))
         .map(|(relid, kind, tuples, est, hits)| {
             let k = match kind {
                 samplecache::KIND_EXPR => "expression statistics",
@@ -579,7 +595,7 @@ extension_sql!(
     r#"
 CREATE VIEW planner_samples AS
   SELECT relid::regclass AS relation, kind, sampled_at_rows, estimate, hits FROM planner_samples_info();
-COMMENT ON VIEW planner_samples IS 'what the planner sampled from scoot tables (expression statistics: distinct values, negative = a fraction of the rows; group counts for eager aggregation), shared by all backends so that new connections do not sample again; hits = plans of other backends answered from it';
+COMMENT ON VIEW planner_samples IS 'what the planner sampled from the scoot tables the user may read (expression statistics: distinct values, negative = a fraction of the rows; group counts for eager aggregation), shared by all backends so that new connections do not sample again; hits = plans of other backends answered from it';
 REVOKE EXECUTE ON FUNCTION planner_samples_reset() FROM PUBLIC;
 COMMENT ON FUNCTION planner_samples_reset() IS 'forgets the shared planner samples of the current database (superuser)';
 "#,
