@@ -146,6 +146,15 @@ fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> Option<R> {
     }
 }
 
+impl Cache {
+    /// The slot holding `key` (hashed) of kind `kind` on `rel`.
+    fn slot_of(&self, kind: u32, rel: RelId, key: [u64; 2]) -> Option<usize> {
+        self.entries
+            .iter()
+            .position(|e| e.kind == kind && e.db == rel.db && e.relfile == rel.relfile && e.key == key)
+    }
+}
+
 /// The numbers another backend sampled for `key` of kind `kind` on `rel` and the row count they
 /// were made for, if that was about `tuples` rows.
 pub fn get(kind: u32, rel: RelId, key: &[u8], tuples: f64) -> Option<(f64, [f64; 4])> {
@@ -153,9 +162,7 @@ pub fn get(kind: u32, rel: RelId, key: &[u8], tuples: f64) -> Option<(f64, [f64;
     with_cache(|c| {
         c.clock += 1;
         let now = c.clock;
-        let e = c.entries.iter_mut().find(|e| {
-            e.kind == kind && e.db == rel.db && e.relfile == rel.relfile && e.key == k
-        })?;
+        let e = &mut c.entries[c.slot_of(kind, rel, k)?];
         if !fresh(e.tuples, tuples) {
             return None;
         }
@@ -174,9 +181,7 @@ pub fn put(kind: u32, rel: RelId, key: &[u8], tuples: f64, vals: [f64; 4]) {
         c.clock += 1;
         let now = c.clock;
         let i = c
-            .entries
-            .iter()
-            .position(|e| e.kind == kind && e.db == rel.db && e.relfile == rel.relfile && e.key == k)
+            .slot_of(kind, rel, k)
             .or_else(|| c.entries.iter().position(|e| e.kind == 0))
             .unwrap_or_else(|| {
                 (0..ENTRIES).min_by_key(|&i| c.entries[i].used).unwrap_or(0)
@@ -195,7 +200,7 @@ pub fn put(kind: u32, rel: RelId, key: &[u8], tuples: f64, vals: [f64; 4]) {
     });
 }
 
-/// For `exprstats.c`: the shared statistics of the expression `key` (its nodeToString) over
+/// For `exprstats.c`: the shared statistics of the expression `key` (its `expr_key`) over
 /// `rel`: `made_for` gets the row count they were sampled at, `vals` (sampled ok 1/0, null
 /// fraction, width, distinct).
 #[unsafe(no_mangle)]
