@@ -769,7 +769,8 @@ unsafe fn collect_block(
             let xids = mvcc::ImageXids::new(im.image.snap);
             let batch = &mut st.batch;
             let (filters, skipped) = (&st.filters, &mut st.zone_skipped);
-            im.with_block_cols(b.ab, cols, |blk| {
+            let rows = !(b.all_visible && b.dense && !ranged && batch.rows_only);
+            im.with_block_cols(b.ab, cols, rows, |blk| {
                 batch.reset(lb, blk.natts().min(natts));
                 batch.src = b.ab;
                 if !filters.is_empty() && filter::excluded(filters, blk) {
@@ -796,8 +797,17 @@ unsafe fn collect_block(
         }
         super::index::maybe_prune_block(rel, st.t, lb);
         if let Some(ab) = tabledir::arena_block(st.t, lb) {
-            // one call instead of a page fault per 4 kB on this backend's first visit
-            arena::populate(ab);
+            // one call instead of a page fault per 4 kB on this backend's first visit; the row
+            // headers only when the test below will read them (a hint: read without the lock)
+            let d = arena::block_desc(ab);
+            let vx = d.vis_xid.load(std::sync::atomic::Ordering::Relaxed);
+            let skip_rows = vx != 0
+                && !mvcc::precedes((*snap).xmin.into_inner(), vx)
+                && !ranged
+                && st.batch.rows_only
+                && !ffi::isolation_is_serializable()
+                && d.dense(d.hwm.load(std::sync::atomic::Ordering::Relaxed));
+            arena::populate(ab, cols, !skip_rows);
         }
         let Some(l) = storage::lock(st.t, lb, false) else {
             st.batch.reset(lb, 0);
@@ -998,7 +1008,7 @@ unsafe fn extend_batch(ctx: *mut c_void, batch: &mut Batch, need: usize) {
             let td = st.td;
             // the columns the block was entered with (`enter_block`): its copy serves them
             let cols = read_columns(&batch.mask, &st.filters, st.join.as_ref());
-            im.with_block_cols(batch.src, &cols, |blk| batch.fill(blk, td, need));
+            im.with_block_cols(batch.src, &cols, false, |blk| batch.fill(blk, td, need));
             return;
         }
         match storage::lock(st.t, batch.lb, false) {

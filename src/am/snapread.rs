@@ -141,7 +141,7 @@ impl ImgScan {
     /// scan's buffer loaded with a materialized copy. For block-at-a-time scans, which copy the
     /// values they need out of the block inside `f`.
     pub fn with_block<R>(&mut self, ab: u32, f: impl FnOnce(BlockRef) -> R) -> R {
-        self.with_block_cols(ab, &[], f)
+        self.with_block_cols(ab, &[], true, f)
     }
 
     /// The shared lock of arena block `ab` when no page of it was saved since the snapshot
@@ -160,15 +160,20 @@ impl ImgScan {
     }
 
     /// [`ImgScan::with_block`] for a scan that reads only the columns `cols` (true: read; empty:
-    /// all) of the block: a changed block is copied only as far as they need (see
+    /// all) of the block (and its row headers only if `rows`: what the backend maps of the live
+    /// block, see [`arena::populate`]): a changed block is copied only as far as they need (see
     /// [`image::BlockBuf::load_columns`]) — under TPC-C load every block of `stock` changes
     /// between snapshots, and a scan reading 3 of its 17 columns copied all of each block.
     pub fn with_block_cols<R>(
         &mut self,
         ab: u32,
         cols: &[bool],
+        rows: bool,
         f: impl FnOnce(BlockRef) -> R,
     ) -> R {
+        // the live block's pages, mapped once per backend as a live scan does (not under the
+        // block's lock; wasted only when the block changed since the snapshot)
+        arena::populate(ab, cols, rows);
         if let Some(g) = self.unchanged(ab) {
             let r = f(BlockRef {
                 base: arena::block_ptr(ab),

@@ -74,6 +74,15 @@ pub const KIND_CHARN: u8 = 6;
 pub const VAR_RAW: u32 = 0x8000_0000;
 pub const VAR_LEN_MASK: u32 = 0x7FFF_FFFF;
 
+/// Parts of a block a reader maps separately ([`BlockRef::read_parts`]): the header, the row
+/// headers, the variable-length area, then one per column (the last one shared by all further
+/// columns).
+pub const PART_HEAD: u32 = 0;
+pub const PART_ROWS: u32 = 1;
+pub const PART_VAR: u32 = 2;
+pub const PART_COL0: u32 = 3;
+pub const PART_COLS: u32 = 61;
+
 /// Heap's line-pointer limit for 8 kB pages: TID offsets stay in 1..=291.
 pub const TID_OFFSETS_PER_PAGE: u32 = 291;
 
@@ -748,6 +757,56 @@ impl BlockRef {
     pub fn take_free(&self, slot: u32) {
         unsafe { *self.free_word(slot / 64) &= !(1u64 << (slot % 64)) }
     }
+    /// The byte ranges a reader of columns `cols` (by index; true or past the end: read; empty:
+    /// all) touches, as `(part, offset, length)` clamped to `block_size`: [`PART_HEAD`] is the
+    /// header (column descriptors, zone maps), [`PART_ROWS`] (with `rows`: a reader that looks at
+    /// row version headers) the row headers and free-slot bitmap up to the first column region,
+    /// [`PART_VAR`] the variable-length area from `var_low` on (when a read column keeps its
+    /// values there), `PART_COL0 + i` column `i`'s validity bitmap and values. Columns past
+    /// [`PART_COLS`] share the last part.
+    pub fn read_parts(
+        &self,
+        cols: &[bool],
+        rows: bool,
+        var_low: usize,
+        block_size: usize,
+        out: &mut Vec<(u32, usize, usize)>,
+    ) {
+        let mut push = |part: u32, from: usize, len: usize| {
+            let from = from.min(block_size);
+            let len = len.min(block_size - from);
+            if len > 0 {
+                out.push((part, from, len));
+            }
+        };
+        let natts = self.natts();
+        let cap = self.header().capacity as usize;
+        let first_col = (0..natts)
+            .map(|i| self.col(i))
+            .filter(|c| c.kind != KIND_ABSENT)
+            .map(|c| c.bitmap_off as usize)
+            .min()
+            .unwrap_or(block_size);
+        let row_hdr_off = (self.header().row_hdr_off as usize).min(first_col);
+        push(PART_HEAD, 0, row_hdr_off);
+        if rows {
+            push(PART_ROWS, row_hdr_off, first_col - row_hdr_off);
+        }
+        let mut var = false;
+        for i in (0..natts).filter(|&i| cols.is_empty() || cols.get(i).copied().unwrap_or(true)) {
+            let c = *self.col(i);
+            if c.kind == KIND_ABSENT {
+                continue;
+            }
+            let part = PART_COL0 + (i as u32).min(PART_COLS - 1);
+            push(part, c.bitmap_off as usize, cap.div_ceil(8));
+            push(part, c.values_off as usize, cap * c.width as usize);
+            var |= matches!(c.kind, KIND_VAR | KIND_CSTRING);
+        }
+        if var {
+            push(PART_VAR, var_low, block_size.saturating_sub(var_low));
+        }
+    }
     /// Total variable-length bytes a slot holds.
     pub fn var_bytes(&self, slot: u32) -> u32 {
         let mut n = 0;
@@ -899,6 +958,66 @@ mod tests {
             est_var: est,
             zorder: 0,
         }
+    }
+
+    /// The ranges a reader maps: the rows part always, a read column's bitmap and values, the
+    /// variable-length area only for a variable-length column, nothing past the block.
+    #[pg_test]
+    fn read_parts_cover_what_a_reader_touches() {
+        let attrs = [spec(4, 0), spec(8, 0), spec(-1, 8), spec(2, 0)];
+        let bs = 1 << 16;
+        let l = Layout::compute(&attrs, bs, 64).unwrap();
+        let mut buf = vec![0u64; bs / 8];
+        let b = BlockRef {
+            base: buf.as_mut_ptr() as *mut u8,
+        };
+        b.format(&l, 1, 1);
+        let cap = b.header().capacity as usize;
+        let parts = |cols: &[bool], var_low: usize| {
+            let mut v = Vec::new();
+            b.read_parts(cols, true, var_low, bs, &mut v);
+            v
+        };
+        let first = (0..4).map(|i| b.col(i).bitmap_off as usize).min().unwrap();
+        let rho = b.header().row_hdr_off as usize;
+        let head = (PART_HEAD, 0, rho);
+        let rows = (PART_ROWS, rho, first - rho);
+        let col = |i: usize| {
+            let c = *b.col(i);
+            [
+                (PART_COL0 + i as u32, c.bitmap_off as usize, cap.div_ceil(8)),
+                (
+                    PART_COL0 + i as u32,
+                    c.values_off as usize,
+                    cap * c.width as usize,
+                ),
+            ]
+        };
+        assert!(first >= rho + cap * ROW_HDR_SIZE);
+        // fixed columns 1 and 3 only: no var area, no column 0 or 2
+        let mut want = vec![head, rows];
+        want.extend(col(1));
+        want.extend(col(3));
+        assert_eq!(parts(&[false, true, false, true], bs - 100), want);
+        // a reader that never looks at row headers does not map them
+        let mut v = Vec::new();
+        b.read_parts(&[false, true, false, true], false, bs - 100, bs, &mut v);
+        want.remove(1);
+        assert_eq!(v, want);
+        // the variable-length column brings the var area from var_low to the block's end
+        let mut want = vec![head, rows];
+        want.extend(col(2));
+        want.push((PART_VAR, bs - 100, 100));
+        assert_eq!(parts(&[false, false, true, false], bs - 100), want);
+        // empty and short masks read everything (a column past the mask is read)
+        let all = parts(&[], bs - 100);
+        assert_eq!(all, parts(&[true], bs - 100));
+        assert_eq!(all.len(), 2 + 4 * 2 + 1);
+        // clamped: nothing reaches past the block
+        for (_, off, len) in parts(&[], bs + 10) {
+            assert!(off + len <= bs);
+        }
+        assert!(parts(&[], bs + 10).iter().all(|&(p, _, _)| p != PART_VAR));
     }
 
     /// Zone keys: signed integers of each width, decimal NaN as +infinity, NULLs ignored.
