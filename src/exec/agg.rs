@@ -1642,9 +1642,18 @@ const SAMPLE_ROWS: usize = 3000;
 /// same table: plans do not change from one planning to the next): Haas and Stokes' Duj1
 /// estimator, n·d / (n − f1 + f1·n/N), as PostgreSQL's ANALYZE uses for one column (d distinct
 /// keys in the sample, f1 of them seen once). None: no rows, or no block stores the keys as the
-/// engine reads them. Dead versions not yet vacuumed are sampled as rows: an estimate.
+/// engine reads them. Only row versions the planning statement's snapshot sees count (without
+/// an active snapshot, every version): a table whose keys were rewritten and not yet vacuumed
+/// holds the old keys too, in versions that form no group.
 fn sample_groups(t: crate::storage::tabledir::TableRef, keys: &[(usize, Ty)], ntuples: f64) -> Option<f64> {
     use crate::storage::block::ST_NORMAL;
+    let snap = unsafe {
+        if pg_sys::ActiveSnapshotSet() {
+            pg_sys::GetActiveSnapshot()
+        } else {
+            std::ptr::null_mut()
+        }
+    };
     let blocks = crate::storage::tabledir::blocks_of(t);
     if blocks.is_empty() || keys.is_empty() {
         return None;
@@ -1688,7 +1697,10 @@ fn sample_groups(t: crate::storage::tabledir::TableRef, keys: &[(usize, Ty)], nt
         }
         for _ in 0..picks[i] {
             let s = (next() % hwm as u64) as u32;
-            if l.row(s).state() != ST_NORMAL {
+            let h = l.row(s);
+            if h.state() != ST_NORMAL
+                || (!snap.is_null() && !crate::txn::mvcc::visible(h, snap))
+            {
                 continue;
             }
             let mut k: Key = ([0; KEY_WORDS], 0);
