@@ -63,6 +63,7 @@ extern bool scoot_expression_stats_enabled(void);
 extern bool scoot_relation_is_scoot(Relation rel);
 extern void scoot_scan_set_columns(TableScanDesc scan, const bool *mask, int natts);
 /* src/exec/samplecache.rs: samples shared by all backends */
+extern bool scoot_sample_fresh(double made_for, double tuples);
 extern bool scoot_sample_cache_get(int kind, Relation rel, const char *key, double tuples,
 								   double *made_for, double *vals);
 extern void scoot_sample_cache_put(int kind, Relation rel, const char *key, double tuples,
@@ -452,7 +453,7 @@ stats_for(Relation rel, Expr *e, double tuples)
 			s = &cached[i];
 			break;
 		}
-	if (s != NULL && fabs(s->tuples - tuples) <= 0.2 * Max(s->tuples, 1.0))
+	if (s != NULL && scoot_sample_fresh(s->tuples, tuples))
 		return s->stat != NULL ? s : NULL;
 	/* what another backend sampled for about this row count (samplecache.rs) */
 	shared = scoot_sample_cache_get(SAMPLE_CACHE_EXPR, rel, key, tuples, &made_for, vals);

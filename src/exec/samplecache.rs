@@ -226,6 +226,12 @@ pub unsafe extern "C-unwind" fn scoot_sample_cache_get(
     })
 }
 
+/// For `exprstats.c`: [`fresh`], the one rule for the backend's own samples and the shared ones.
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_sample_fresh(made_for: f64, tuples: f64) -> bool {
+    fresh(made_for, tuples)
+}
+
 /// For `exprstats.c`: publishes the statistics this backend sampled.
 #[unsafe(no_mangle)]
 #[pg_guard]
