@@ -262,19 +262,24 @@ pub fn block_ptr(b: u32) -> *mut u8 {
 /// `p` of [`block::BlockRef::read_parts`]).
 static mut POPULATED: Vec<u64> = Vec::new();
 
+/// [`populate`]'s list of a block's parts.
+static mut PARTS: Vec<(u32, usize, usize)> = Vec::new();
+
 /// Maps into this process's page tables, in one call per contiguous range (MADV_POPULATE_READ,
 /// Linux 5.14+; a no-op where unsupported), the parts of block `b` that a reader of columns
 /// `cols` (as [`block::BlockRef::read_parts`] takes them; empty: all; `rows`: and the row version
-/// headers) touches: a backend's first
-/// read of a block otherwise takes one page fault per 4 kB, which a whole-table read of a fresh
-/// connection (and every parallel worker, a new process each time) pays for every block. Only the
-/// read columns' regions: mapping a whole 1 MB block for a query reading 4 of 16 columns cost a
-/// fresh connection's first TPC-H Q6 four fifths of its time.
+/// headers) touches: a backend's first read of a block otherwise takes one page fault per 4 kB,
+/// which a whole-table read of a fresh connection (and every parallel worker, a new process each
+/// time) pays for every block. Only the read columns' regions: mapping a whole 1 MB block for a
+/// query reading 4 of 16 columns cost a fresh connection's first TPC-H Q6 four fifths of its time.
 pub fn populate(b: u32, cols: &[bool], rows: bool) {
     const MADV_POPULATE_READ: i32 = 22;
     let blk = block::BlockRef { base: block_ptr(b) };
     let bs = block_size();
-    let mut parts = Vec::new();
+    // reused: a backend enters blocks by the thousand (single-threaded, never re-entered)
+    #[allow(static_mut_refs)]
+    let parts = unsafe { &mut PARTS };
+    parts.clear();
     // the header tells where the parts are: it is read (faulted in) here, possibly while the
     // block is being formatted by another backend, so every range is clamped to the block; the
     // mapping is only ever a hint
@@ -283,7 +288,7 @@ pub fn populate(b: u32, cols: &[bool], rows: bool) {
     let sane = h.magic == block::BLOCK_MAGIC
         && (h.natts as usize + 1) * std::mem::size_of::<block::ColDesc>() < bs / 2;
     if sane {
-        blk.read_parts(cols, rows, var_low, bs, &mut parts);
+        blk.read_parts(cols, rows, var_low, bs, parts);
     } else {
         parts.push((block::PART_HEAD, 0, bs));
     }
