@@ -743,6 +743,13 @@ pub fn join_filter_removed(scan: pg_sys::TableScanDesc) -> u64 {
     state(scan).join_removed
 }
 
+/// Is every row version of the block described by `d` visible to the MVCC snapshot `snap` (the
+/// block's all-visible horizon precedes the snapshot's xmin)?
+unsafe fn all_visible_to(d: &arena::BlockDesc, snap: pg_sys::Snapshot) -> bool {
+    let vx = d.vis_xid.load(std::sync::atomic::Ordering::Relaxed);
+    vx != 0 && !mvcc::precedes(unsafe { (*snap).xmin.into_inner() }, vx)
+}
+
 /// Collects into the scan's batch (reset, no columns) the rows of local block `lb` the scan
 /// returns, then calls `then(block, batch)` while the block is still locked (or on the image's
 /// copy of it).
@@ -769,16 +776,16 @@ unsafe fn collect_block(
             let xids = mvcc::ImageXids::new(im.image.snap);
             let batch = &mut st.batch;
             let (filters, skipped) = (&st.filters, &mut st.zone_skipped);
-            let rows = !(b.all_visible && b.dense && !ranged && batch.rows_only);
-            im.with_block_cols(b.ab, cols, rows, |blk| {
+            // every slot a visible row: no row header to read
+            let rows_free = b.all_visible && b.dense && !ranged && batch.rows_only;
+            im.with_block_cols(b.ab, cols, !rows_free, |blk| {
                 batch.reset(lb, blk.natts().min(natts));
                 batch.src = b.ab;
                 if !filters.is_empty() && filter::excluded(filters, blk) {
                     *skipped += 1;
                     return;
                 }
-                if b.all_visible && b.dense && !ranged && batch.rows_only {
-                    // every slot a visible row: no row header to read
+                if rows_free {
                     batch.push_all(b.hwm);
                 } else {
                     for sl in 0..b.hwm {
@@ -796,18 +803,17 @@ unsafe fn collect_block(
             return;
         }
         super::index::maybe_prune_block(rel, st.t, lb);
+        let serializable = ffi::isolation_is_serializable();
         if let Some(ab) = tabledir::arena_block(st.t, lb) {
             // one call instead of a page fault per 4 kB on this backend's first visit; the row
             // headers only when the test below will read them (a hint: read without the lock)
             let d = arena::block_desc(ab);
-            let vx = d.vis_xid.load(std::sync::atomic::Ordering::Relaxed);
-            let skip_rows = vx != 0
-                && !mvcc::precedes((*snap).xmin.into_inner(), vx)
+            let rows_free = all_visible_to(d, snap)
+                && !serializable
                 && !ranged
                 && st.batch.rows_only
-                && !ffi::isolation_is_serializable()
                 && d.dense(d.hwm.load(std::sync::atomic::Ordering::Relaxed));
-            arena::populate(ab, cols, !skip_rows);
+            arena::populate(ab, cols, !rows_free);
         }
         let Some(l) = storage::lock(st.t, lb, false) else {
             st.batch.reset(lb, 0);
@@ -820,9 +826,7 @@ unsafe fn collect_block(
             st.zone_skipped += 1;
             return;
         }
-        let vx = l.desc.vis_xid.load(std::sync::atomic::Ordering::Relaxed);
-        let all_visible = vx != 0 && !mvcc::precedes((*snap).xmin.into_inner(), vx);
-        let serializable = ffi::isolation_is_serializable();
+        let all_visible = all_visible_to(l.desc, snap);
         if all_visible && !serializable && !ranged {
             if l.desc.dense(hwm) && st.batch.rows_only {
                 // every slot a visible row: no row header to read

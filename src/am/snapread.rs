@@ -136,14 +136,6 @@ impl ImgScan {
         });
     }
 
-    /// Runs `f` on arena block `ab` as the image has it: the *live* block under its shared lock
-    /// when no page of it was saved since the snapshot (see [`ImgScan::hop`]: no copy), else the
-    /// scan's buffer loaded with a materialized copy. For block-at-a-time scans, which copy the
-    /// values they need out of the block inside `f`.
-    pub fn with_block<R>(&mut self, ab: u32, f: impl FnOnce(BlockRef) -> R) -> R {
-        self.with_block_cols(ab, &[], true, f)
-    }
-
     /// The shared lock of arena block `ab` when no page of it was saved since the snapshot
     /// (writers save pre-images under the exclusive lock before they change anything, so the
     /// live block is then exactly the image's); None: it changed.
@@ -159,7 +151,10 @@ impl ImgScan {
         None
     }
 
-    /// [`ImgScan::with_block`] for a scan that reads only the columns `cols` (true: read; empty:
+    /// Runs `f` on arena block `ab` as the image has it: the *live* block under its shared lock
+    /// when no page of it was saved since the snapshot (see [`ImgScan::hop`]: no copy), else the
+    /// scan's buffer loaded with a copy, for block-at-a-time scans, which copy the values they
+    /// need out of the block inside `f`. The scan reads only the columns `cols` (true: read; empty:
     /// all) of the block (and its row headers only if `rows`: what the backend maps of the live
     /// block, see [`arena::populate`]): a changed block is copied only as far as they need (see
     /// [`image::BlockBuf::load_columns`]) — under TPC-C load every block of `stock` changes
