@@ -131,6 +131,10 @@ SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table
 SET max_parallel_workers_per_gather = 2;
 SELECT k, count(*), sum(n), avg(a) FROM ag_s GROUP BY k ORDER BY k;
 SELECT k, count(*), sum(n), avg(a) FROM ag_h GROUP BY k ORDER BY k;
+-- there a partial aggregate under a Gather pushes every one-step Agg out of the grouping
+-- relation's paths; ScootAgg builds the one-step Agg it falls back on itself and stays
+EXPLAIN (COSTS OFF) SELECT k, count(*), sum(n), avg(a) FROM ag_s GROUP BY k ORDER BY k;
+EXPLAIN (COSTS OFF) SELECT count(*), sum(n) FROM ag_s WHERE a > 0;
 RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_table_scan_size;
 SET max_parallel_workers_per_gather = 0;
 
@@ -247,6 +251,19 @@ BEGIN
 END $$;
 SELECT k, sum(a), count(*) FROM ag_s WHERE a = 5 GROUP BY k ORDER BY k;
 SELECT k, sum(a), count(*) FROM ag_h WHERE a = 5 GROUP BY k ORDER BY k;
+-- the same where ScootAgg built the one-step Agg it falls back on (workers allowed, see above)
+SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+DO $$
+DECLARE l text;
+BEGIN
+  FOR l IN EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT k, count(*) FROM ag_s WHERE a = 5 GROUP BY k LOOP
+    IF l LIKE '%Scoot Fallback%' OR l LIKE '%ScootAgg%' THEN RAISE NOTICE '%', trim(l); END IF;
+  END LOOP;
+END $$;
+SELECT k, sum(a), count(*) FROM ag_s WHERE a = 5 GROUP BY k ORDER BY k;
+RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_table_scan_size;
+SET max_parallel_workers_per_gather = 0;
 DELETE FROM ag_s WHERE id IN (50001, 50002);
 DELETE FROM ag_h WHERE id IN (50001, 50002);
 -- after VACUUM (all-visible blocks), and with a column added with a default (absent from the

@@ -38,6 +38,7 @@
 #include "optimizer/optimizer.h"
 #include "optimizer/pathnode.h"
 #include "optimizer/planner.h"
+#include "optimizer/prep.h"
 #include "optimizer/tlist.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
@@ -47,6 +48,7 @@
 #include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
+#include "utils/selfuncs.h"
 
 #include "aggnode.h"
 
@@ -374,6 +376,49 @@ per_tuple_cost(PlannerInfo *root, List *exprs)
 	return c.per_tuple;
 }
 
+/*
+ * A one-step Agg path for the fallback when the grouping relation holds none: with parallel
+ * workers allowed, add_path may already have dropped every one-step Agg for a cheaper-looking
+ * partial aggregate under a Gather (a plan whose Finalize step cannot sit under ScootAgg), and
+ * ScootAgg was then never offered (TPC-H Q15 with 2 workers: 244 ms instead of 49). Hashed
+ * over the cheapest non-parallel input path (every key type ScootAgg groups by hashes), or
+ * plain without GROUP BY. The block path answers the query; this plan runs only if it cannot.
+ */
+static Path *
+simple_agg_path(PlannerInfo *root, RelOptInfo *input_rel, RelOptInfo *output_rel,
+				GroupPathExtraData *gx)
+{
+	Query	   *parse = root->parse;
+	AggClauseCosts costs;
+	Path	   *in = NULL;
+	ListCell   *lc;
+	double		groups = 1;
+
+	if (parse->groupClause != NIL && !grouping_is_hashable(parse->groupClause))
+		return NULL;
+	foreach(lc, input_rel->pathlist)
+	{
+		Path	   *p = lfirst(lc);
+
+		if (p->param_info == NULL && !IsA(p, GatherPath) && !IsA(p, GatherMergePath) &&
+			(in == NULL || p->total_cost < in->total_cost))
+			in = p;
+	}
+	if (in == NULL)
+		return NULL;
+	if (parse->groupClause != NIL)
+		groups = estimate_num_groups(root,
+									 get_sortgrouplist_exprs(parse->groupClause,
+															 parse->targetList),
+									 in->rows, NULL, NULL);
+	MemSet(&costs, 0, sizeof(costs));
+	get_agg_clause_costs(root, AGGSPLIT_SIMPLE, &costs);
+	return (Path *) create_agg_path(root, output_rel, in, output_rel->reltarget,
+									parse->groupClause != NIL ? AGG_HASHED : AGG_PLAIN,
+									AGGSPLIT_SIMPLE, parse->groupClause,
+									(List *) gx->havingQual, &costs, groups);
+}
+
 static void
 scoot_upper_paths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_rel,
 				  RelOptInfo *output_rel, void *extra)
@@ -513,6 +558,8 @@ scoot_upper_paths(PlannerInfo *root, UpperRelationKind stage, RelOptInfo *input_
 			(child == NULL || p->total_cost < child->total_cost))
 			child = p;
 	}
+	if (child == NULL)
+		child = simple_agg_path(root, input_rel, output_rel, gx);
 	if (child == NULL)
 		return;
 	/* add_path frees the paths ours dominates: keep a copy (its subpaths belong to input_rel) */
