@@ -1,8 +1,8 @@
 //! Compiles the C parts: the shim (src/ffi/shim.c: PG_TRY/PG_CATCH around PostgreSQL calls whose
 //! errors must reach the client unchanged (CONTEXT lines, constraint names, ...), which pgrx's own
 //! FFI boundary would flatten; executor and EXPLAIN hooks) and the ScootScan, ScootAgg and
-//! ScootPreAgg custom scans (src/exec/customscan.c, customagg.c, custompreagg.c) and the hash-table build of a
-//! ScootScan under a Hash node (src/exec/hashbuild.c). Uses the same pg_config as cargo-pgrx.
+//! ScootPreAgg custom scans (src/exec/customscan.c, customagg.c, custompreagg.c), the hash-table build of a
+//! ScootScan under a Hash node (src/exec/hashbuild.c) and hash joins' outer read-ahead (src/exec/readahead.c). Uses the same pg_config as cargo-pgrx.
 use std::process::Command;
 
 fn main() {
@@ -19,6 +19,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/exec/aggnode.h");
     println!("cargo:rerun-if-changed=src/exec/childplan.h");
     println!("cargo:rerun-if-changed=src/exec/hashbuild.c");
+    println!("cargo:rerun-if-changed=src/exec/readahead.c");
     println!("cargo:rerun-if-changed=src/exec/hashbuild.h");
     // set by scripts/lib.sh: clones share one build cache, and the files above count as changed
     // only when newer than the last run of this script, whichever clone ran it
@@ -49,6 +50,7 @@ fn main() {
         .file("src/exec/joinest.c")
         .file("src/exec/distinctagg.c")
         .file("src/exec/hashbuild.c")
+        .file("src/exec/readahead.c")
         .include(&inc)
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-missing-field-initializers")

@@ -98,6 +98,10 @@ pub static JOIN_FILTER: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// its rows straight into the join's hash table (`exec/hashbuild.c`).
 pub static HASH_BUILD: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `scoot.hash_join_readahead`: a hash join in a SELECT over scoot tables reads its outer side a
+/// few rows ahead and prefetches their buckets (`exec/readahead.c`).
+pub static HASH_JOIN_READAHEAD: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 /// `scoot.join_filter_expressions`: the join filter also computes keys that are integer
 /// expressions over the scan's columns (`mod((s_w_id * s_i_id), 10000)`), not only columns.
 pub static JOIN_FILTER_EXPRESSIONS: GucSetting<bool> = GucSetting::<bool>::new(true);
@@ -249,6 +253,14 @@ pub fn define() {
         c"A ScootScan on the probing side of a hash join drops rows whose key is not in the join's hash table (needs scoot.custom_scan).",
         c"Once the join has built its hash table, the scan looks each row's key up in it (integer and date keys) before forming the row, and keeps only rows the join could match (EXPLAIN ANALYZE: Rows Removed by Scoot Join Filter); it also prefetches the join's buckets for the rows a few ahead. Off: every row goes to the join, nothing is prefetched.",
         &JOIN_FILTER,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"scoot.hash_join_readahead",
+        c"A hash join in a SELECT over scoot tables reads its outer side a few rows ahead and prefetches the buckets those rows will probe.",
+        c"Up to 32 outer rows are copied and hashed ahead of the join, and their buckets and first chain tuples asked of the CPU, so that the join's probes do not stall on memory; only for joins the statement runs once, with no volatile function on the outer side, not for Parallel Hash and not where a ScootScan or ScootPreAgg probing the join prefetches already. Off: the join reads its outer rows one at a time.",
+        &HASH_JOIN_READAHEAD,
         GucContext::Userset,
         GucFlags::default(),
     );

@@ -158,6 +158,8 @@ extern void scoot_scan_set_join_filter(TableScanDesc scan, void *hashtable,
 extern int64 scoot_scan_join_filter_removed(TableScanDesc scan);
 extern bool scoot_hash_build_enabled(void);
 bool		scoot_hj_may_match(void *hashtable, uint32 hashvalue);
+bool		scoot_node_prefetches_for(PlanState *outer, HashJoinState *hj);
+extern void scoot_hj_readahead_setup(QueryDesc *qd, int eflags);
 void		scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
 
 static Plan *scoot_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
@@ -2833,6 +2835,22 @@ adjust_scan_nodes(PlanState *ps, void *context)
 	return planstate_tree_walker(ps, adjust_scan_nodes, context);
 }
 
+/*
+ * Does `outer`, a hash join's outer child, prefetch that join's buckets itself (a ScootScan or
+ * ScootPreAgg with a join filter)? Then the join needs no read-ahead (readahead.c).
+ */
+bool
+scoot_node_prefetches_for(PlanState *outer, HashJoinState *hj)
+{
+	if (outer == NULL || !IsA(outer, CustomScanState))
+		return false;
+	if (((CustomScanState *) outer)->methods == &scoot_exec_methods)
+		return ((ScootScanState *) outer)->probe_hj == hj;
+	if (scoot_is_agg_state(outer))
+		return ((ScootAggState *) outer)->probe_hj == hj;
+	return false;
+}
+
 static void
 scoot_scan_nodes_executor_start(QueryDesc *qd, int eflags)
 {
@@ -2841,7 +2859,10 @@ scoot_scan_nodes_executor_start(QueryDesc *qd, int eflags)
 	else
 		standard_ExecutorStart(qd, eflags);
 	if (qd->planstate != NULL && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+	{
 		adjust_scan_nodes(qd->planstate, NULL);
+		scoot_hj_readahead_setup(qd, eflags);
+	}
 	else if (qd->planstate != NULL)
 		mark_join_filters(qd->planstate, NULL);
 }

@@ -289,6 +289,12 @@ pub extern "C" fn scoot_hash_build_enabled() -> bool {
     guc::HASH_BUILD.get()
 }
 
+/// Do hash joins read their outer side ahead (`scoot.hash_join_readahead`)?
+#[unsafe(no_mangle)]
+pub extern "C" fn scoot_hash_join_readahead_enabled() -> bool {
+    guc::HASH_JOIN_READAHEAD.get()
+}
+
 /// May the join filter compute keys that are expressions (`scoot.join_filter_expressions`)?
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_join_filter_expressions_enabled() -> bool {

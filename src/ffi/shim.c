@@ -55,6 +55,7 @@ scoot_try(scoot_fn fn, void *arg)
 extern void scoot_exec_start_before(QueryDesc *qd, int eflags);
 extern void scoot_exec_start_after(QueryDesc *qd, int eflags);
 extern void scoot_exec_run_before(QueryDesc *qd);
+extern void scoot_hj_readahead_bounded(QueryDesc *qd);
 extern void scoot_exec_end_before(QueryDesc *qd);
 extern void scoot_explain_before(void);
 extern void scoot_explain_after(ExplainState *es, int start_len);
@@ -79,6 +80,8 @@ static void
 scoot_executor_run(QueryDesc *qd, ScanDirection direction, uint64 count, bool execute_once)
 {
 	scoot_exec_run_before(qd);
+	if (count != 0)
+		scoot_hj_readahead_bounded(qd);	/* src/exec/readahead.c */
 	if (prev_run)
 		prev_run(qd, direction, count, execute_once);
 	else
