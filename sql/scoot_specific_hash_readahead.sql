@@ -84,6 +84,13 @@ SELECT ra_check('chain', $q$
   SELECT d.name, count(*), sum(m.k), sum(b.v)
   FROM ra_mid m JOIN ra_big b ON b.k = m.b JOIN ra_mid m2 ON m2.k = b.k JOIN ra_dim d ON d.k = b.v
   GROUP BY d.name $q$);
+-- the same over plain scans (no ScootScan prefetching for its join: every join reads ahead)
+SET scoot.custom_scan = off;
+SELECT ra_check('chain, plain scans', $q$
+  SELECT d.name, count(*), sum(m.k), sum(b.v)
+  FROM ra_mid m JOIN ra_big b ON b.k = m.b JOIN ra_mid m2 ON m2.k = b.k JOIN ra_dim d ON d.k = b.v
+  GROUP BY d.name $q$);
+RESET scoot.custom_scan;
 SELECT ra_check('outer nulls', $q$
   SELECT x.k, b.v FROM (SELECT k, CASE WHEN k % 3 = 0 THEN NULL ELSE b END AS b FROM ra_mid OFFSET 0) x
   LEFT JOIN ra_big b ON b.k = x.b $q$);

@@ -9,11 +9,12 @@
  * (ExecScanHashBucket). A ScootScan or ScootPreAgg that probes a join already asks the CPU for
  * them a few rows ahead (customscan.c, scoot_hj_prefetch); a join whose outer side is another
  * join (a chain of joins over the same rows), a sort or an aggregate gets nothing. For those,
- * this file puts a small buffer on the outer child's ExecProcNode: it reads up to
- * READAHEAD_MAX rows (the first batch 1 row, then doubling) into copies, computes each row's
- * hash value as the join will (the join's own key expressions and hash functions), prefetches
- * the bucket of every buffered row and then the first tuple of each chain, and hands the rows
- * to the join one by one, in order. The join itself runs unchanged.
+ * this file puts a small buffer on the outer child's ExecProcNode: it keeps up to
+ * READAHEAD_MAX rows read ahead (1 at first, the window doubling with each row the join takes)
+ * as copies, computes each row's hash value as the join will (the join's own key expressions
+ * and hash functions), prefetches its bucket when it reads the row, the first tuple of its
+ * chain 8 rows later and the second one (when the first has another hash value) 16 rows later,
+ * and hands the rows to the join one by one, in order. The join itself runs unchanged.
  *
  * Reading ahead runs the outer side earlier than the join asks: rows are produced before the
  * join has finished with the ones before them, as a parallel worker produces rows before the
@@ -61,8 +62,12 @@ extern bool scoot_node_prefetches_for(PlanState *outer, HashJoinState *hj);
 void		scoot_hj_readahead_setup(QueryDesc *qd, int eflags);
 void		scoot_hj_readahead_bounded(QueryDesc *qd);
 
-/* the most outer rows buffered at once */
+/* the most outer rows buffered at once; the ring has one more slot (the row last handed out) */
 #define READAHEAD_MAX 32
+#define READAHEAD_RING (READAHEAD_MAX + 1)
+/* rows read after a row before its chain's first (second) tuple is prefetched */
+#define STAGE1_LAG 8
+#define STAGE2_LAG 16
 /* hash tables smaller than this (bytes of tuples and buckets) are probed without read-ahead */
 #define READAHEAD_MIN_TABLE (1024 * 1024)
 
@@ -73,13 +78,16 @@ typedef struct ReadAhead
 	HashJoinState *hj;
 	EState	   *estate;			/* the executor it belongs to */
 	ExprContext *econtext;		/* hashes the buffered rows */
-	TupleTableSlot *ring[READAHEAD_MAX];
-	uint32		hash[READAHEAD_MAX];
-	bool		hashed[READAHEAD_MAX];
-	int			head;			/* next row to hand out */
-	int			count;			/* rows buffered */
-	int			batch;			/* rows the next fill reads (doubling up to READAHEAD_MAX) */
-	bool		done;			/* the child returned its last row, or no read-ahead */
+	TupleTableSlot *ring[READAHEAD_RING];
+	uint32		hash[READAHEAD_RING];
+	bool		hashed[READAHEAD_RING];
+	uint64		nread;			/* rows read from the child (row q is in ring[q % RING]) */
+	uint64		nret;			/* rows handed to the join */
+	uint64		stage1;			/* next row whose chain's first tuple to prefetch */
+	uint64		stage2;			/* next row whose chain's second tuple to prefetch */
+	int			window;			/* rows to keep buffered (doubling up to READAHEAD_MAX) */
+	bool		done;			/* the child returned its last row (never asked again) */
+	bool		off;			/* no (more) reading ahead: calls pass through */
 	bool		sized;			/* the table's size was looked at */
 	struct ReadAhead *next;
 } ReadAhead;
@@ -112,7 +120,11 @@ readahead_of(PlanState *ps)
 	return NULL;				/* keep the compiler quiet */
 }
 
-/* prefetches buffered row i's bucket (stage 0) or the first tuple of its chain (stage 1) */
+/*
+ * Prefetches for buffered row i (ring index): its bucket (stage 0), the first tuple of its
+ * chain (stage 1, the bucket should be in cache by then), the second one when the first has
+ * another hash value (stage 2).
+ */
 static inline void
 prefetch_row(HashJoinTable ht, ReadAhead *r, int i, int stage)
 {
@@ -126,45 +138,51 @@ prefetch_row(HashJoinTable ht, ReadAhead *r, int i, int stage)
 		return;
 	if (stage == 0)
 		__builtin_prefetch(&ht->buckets.unshared[bucketno]);
-	else if (ht->buckets.unshared[bucketno] != NULL)
+	else if (stage == 1 && ht->buckets.unshared[bucketno] != NULL)
 		__builtin_prefetch(ht->buckets.unshared[bucketno]);
+	else if (stage == 2 && ht->buckets.unshared[bucketno] != NULL &&
+			 ht->buckets.unshared[bucketno]->hashvalue != r->hash[i] &&
+			 ht->buckets.unshared[bucketno]->next.unshared != NULL)
+		__builtin_prefetch(ht->buckets.unshared[bucketno]->next.unshared);
 }
 
 static TupleTableSlot *
 readahead_exec(PlanState *ps)
 {
 	ReadAhead  *r = readahead_of(ps);
-	HashJoinTable ht;
-	int			n,
-				i;
+	HashJoinTable ht = r->hj->hj_HashTable;
+	uint64		q;
 
-	if (r->count > 0)
+	if (r->nread == r->nret)
 	{
-		i = r->head;
-		r->head = (r->head + 1) % READAHEAD_MAX;
-		r->count--;
-		return r->ring[i];
-	}
-	ht = r->hj->hj_HashTable;
-	/* before the build (the join's look at a first outer row) or a shared table: pass through */
-	if (r->done || ht == NULL || ht->parallel_state != NULL || ht->curbatch != 0)
-		return r->orig(ps);
-	if (!r->sized)
-	{
-		/* a table that stays in the CPU's cache: the copies would cost more than they save */
-		r->sized = true;
-		if (ht->spaceUsed + (Size) ht->nbuckets * sizeof(HashJoinTuple) < READAHEAD_MIN_TABLE)
-			r->done = true;
+		/* the child said it has no more rows: asked again, a scan would start over */
 		if (r->done)
+			return NULL;
+		/* nothing buffered: before the build (the join's look at a first outer row), a shared
+		 * table, a later batch, or no read-ahead for this join: pass through */
+		if (r->off || ht == NULL || ht->parallel_state != NULL || ht->curbatch != 0)
 			return r->orig(ps);
+		if (!r->sized)
+		{
+			/* a table that stays in the CPU's cache: the copies would cost more than they save */
+			r->sized = true;
+			if (ht->spaceUsed + (Size) ht->nbuckets * sizeof(HashJoinTuple) < READAHEAD_MIN_TABLE)
+			{
+				r->off = true;
+				return r->orig(ps);
+			}
+		}
 	}
-
-	n = r->batch;
-	r->batch = Min(r->batch * 2, READAHEAD_MAX);
-	r->head = 0;
-	for (i = 0; i < n; i++)
+	else if (r->off)
+	{
+		/* stopped with rows buffered: hand those out first */
+		return r->ring[r->nret++ % READAHEAD_RING];
+	}
+	/* top the buffer up to the window, prefetching in three stages a few rows apart */
+	while (!r->done && r->nread - r->nret < (uint64) r->window)
 	{
 		TupleTableSlot *s = r->orig(ps);
+		int			i = r->nread % READAHEAD_RING;
 
 		if (TupIsNull(s))
 		{
@@ -178,15 +196,29 @@ readahead_exec(PlanState *ps)
 											&r->hash[i]);
 		ResetExprContext(r->econtext);
 		prefetch_row(ht, r, i, 0);
+		r->nread++;
+		for (; r->stage1 + STAGE1_LAG < r->nread; r->stage1++)
+			prefetch_row(ht, r, r->stage1 % READAHEAD_RING, 1);
+		for (; r->stage2 + STAGE2_LAG < r->nread; r->stage2++)
+			prefetch_row(ht, r, r->stage2 % READAHEAD_RING, 2);
 	}
-	r->count = i;
-	for (i = 0; i < r->count; i++)
-		prefetch_row(ht, r, i, 1);
-	if (r->count == 0)
+	if (r->window < READAHEAD_MAX)
+		r->window = Min(r->window * 2, READAHEAD_MAX);
+	if (r->done && ht != NULL)
+	{
+		/* the last rows: no more rows come to space the stages out */
+		for (; r->stage1 < r->nread; r->stage1++)
+			prefetch_row(ht, r, r->stage1 % READAHEAD_RING, 1);
+		for (; r->stage2 < r->nread; r->stage2++)
+			prefetch_row(ht, r, r->stage2 % READAHEAD_RING, 2);
+	}
+	if (r->nread == r->nret)
 		return NULL;
-	r->head = 1 % READAHEAD_MAX;
-	r->count--;
-	return r->ring[0];
+	q = r->nret++;
+	/* rows handed out before their stages came (the first ones) skip them */
+	r->stage1 = Max(r->stage1, r->nret);
+	r->stage2 = Max(r->stage2, r->nret);
+	return r->ring[q % READAHEAD_RING];
 }
 
 /* Is `ps` one of this extension's custom nodes (each runs its children once per own run)? */
@@ -328,9 +360,9 @@ readahead_add(HashJoinState *hj, EState *estate)
 	r->hj = hj;
 	r->estate = estate;
 	r->econtext = CreateExprContext(estate);
-	for (i = 0; i < READAHEAD_MAX; i++)
+	for (i = 0; i < READAHEAD_RING; i++)
 		r->ring[i] = ExecAllocTableSlot(&estate->es_tupleTable, desc, &TTSOpsVirtual);
-	r->batch = 1;
+	r->window = 1;
 	r->next = active;
 	active = r;
 	cb = MemoryContextAlloc(estate->es_query_cxt, sizeof(MemoryContextCallback));
@@ -471,5 +503,5 @@ scoot_hj_readahead_bounded(QueryDesc *qd)
 
 	for (r = active; r != NULL; r = r->next)
 		if (r->estate == qd->estate)
-			r->done = true;
+			r->off = true;
 }
