@@ -333,3 +333,48 @@ SELECT count(*), sum(a) FROM dn_s WHERE b >= 0;
 SELECT count(*), sum(a) FROM dn_h WHERE b >= 0;
 EXPLAIN (COSTS OFF) SELECT count(*), sum(a) FROM dn_s WHERE b >= 0;
 DROP TABLE dn_s, dn_h;
+
+-- integer group keys are looked up by their position in a grid over the blocks' key ranges
+-- (agg.rs, Dense; EXPLAIN ANALYZE VERBOSE: Scoot Group Grid), the grid growing as blocks with
+-- wider ranges come and dropped for good when it would exceed 4M cells; NULL keys and keys
+-- outside it go by hash. Answers are heap's, with and without pushdown.
+CREATE TABLE gr_s (id int, a int, b int8, s int2, d date, v int) USING scoot;
+CREATE TABLE gr_h (LIKE gr_s) USING heap;
+INSERT INTO gr_h
+SELECT i, CASE WHEN i % 101 = 0 THEN NULL ELSE i / 3 - 20000 END,  -- negative first, growing
+       (i % 7)::int8 - 3, (i % 5)::int2, date '2024-01-01' + i % 400, i % 13
+FROM generate_series(1, 120000) i;
+-- the last block: ranges too wide for a grid (a, b, d)
+INSERT INTO gr_h VALUES (120001, 2000000000, 9223372036854775807, 1, 'infinity', 1);
+INSERT INTO gr_s SELECT * FROM gr_h;
+ANALYZE gr_s, gr_h;
+CREATE FUNCTION gr_run(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text; p text; grid text := 'no grid'; dropped bool := false;
+BEGIN
+  FOR p IN EXECUTE 'EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
+    IF p ~ 'Scoot Group Grid Rows: [1-9]' THEN grid := 'grid'; END IF;
+    IF p ~ 'Scoot Group Grid Cells: 0$' THEN dropped := true; END IF;
+  END LOOP;
+  IF dropped THEN grid := grid || ', dropped'; END IF;
+  EXECUTE format('SELECT md5(string_agg(x::text, ''|'' ORDER BY x::text)) FROM (%s) x', q) INTO r;
+  EXECUTE format('SELECT md5(string_agg(x::text, ''|'' ORDER BY x::text)) FROM (%s) x',
+                 replace(q, 'gr_s', 'gr_h')) INTO p;
+  IF r IS DISTINCT FROM p THEN
+    RETURN grid || ': DIFFERS from heap';
+  END IF;
+  SET LOCAL scoot.agg_pushdown = off;
+  EXECUTE format('SELECT md5(string_agg(x::text, ''|'' ORDER BY x::text)) FROM (%s) x', q) INTO p;
+  SET LOCAL scoot.agg_pushdown = on;
+  RETURN grid || CASE WHEN r IS DISTINCT FROM p THEN ': DIFFERS without pushdown' ELSE ': same as heap' END;
+END $$;
+BEGIN;
+SELECT gr_run('SELECT s, v, count(*), sum(a), min(id) FROM gr_s GROUP BY s, v') AS small_grid;
+SELECT gr_run('SELECT a, count(*), sum(v), max(b) FROM gr_s GROUP BY a') AS growing_then_dropped;
+SELECT gr_run('SELECT a, count(*) FROM gr_s WHERE id < 100000 GROUP BY a') AS growing;
+SELECT gr_run('SELECT b, s, count(*), sum(v) FROM gr_s GROUP BY b, s') AS int8_dropped;
+SELECT gr_run('SELECT d, count(*) FROM gr_s WHERE id > 1000 GROUP BY d') AS date_dropped;
+SELECT gr_run('SELECT a, s, v, count(*) FROM gr_s WHERE a < 0 GROUP BY a, s, v') AS three_keys;
+SELECT gr_run('SELECT v, count(*), sum(b) FROM gr_s WHERE a IS NULL GROUP BY v') AS null_rows;
+COMMIT;
+DROP TABLE gr_s, gr_h;
+DROP FUNCTION gr_run(text);

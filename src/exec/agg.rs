@@ -561,6 +561,74 @@ pub struct AggExec {
     row_join: Option<RowJoinFilter>,
     /// rows that filter dropped
     pub join_removed: u64,
+    /// integer group keys: group ids by position in a grid over the keys' ranges
+    dense: Option<Dense>,
+    /// the keys are not all integers, or their ranges are too wide for a grid
+    dense_off: bool,
+    /// rows whose group was found through the grid
+    pub grid_rows: u64,
+}
+
+/// Group ids of integer group keys by their position in a grid spanning the keys' value ranges
+/// (from the blocks' zone maps): one load instead of hashing the key and comparing it with the
+/// group's. A cache over [`Groups`], which still owns every group: a cell holds the group id + 1
+/// (0: not looked up yet), and a key outside the grid or with a NULL is looked up by hash.
+struct Dense {
+    /// each key's lowest value and number of values (the grid's extent along it)
+    lo: [i64; KEY_WORDS],
+    len: [u64; KEY_WORDS],
+    nkeys: usize,
+    cells: Vec<u32>,
+}
+
+/// The most cells a grid may have (16 MB of group ids).
+const DENSE_MAX_CELLS: u64 = 1 << 22;
+
+impl Dense {
+    /// The cell of key `k` (no NULL), if inside the grid.
+    #[inline(always)]
+    fn cell(&self, k: &Key) -> Option<usize> {
+        let mut idx = 0u64;
+        for w in 0..self.nkeys {
+            let off = (k.0[w] as i64).wrapping_sub(self.lo[w]) as u64;
+            if off >= self.len[w] {
+                return None;
+            }
+            idx = idx * self.len[w] + off;
+        }
+        Some(idx as usize)
+    }
+
+    /// The grid over the ranges `lo..=hi` (None: too many cells), holding the groups of
+    /// `groups` that fall inside it.
+    fn build(lo: &[i64], hi: &[i64], groups: &Groups) -> Option<Dense> {
+        let nkeys = lo.len();
+        let mut d = Dense {
+            lo: [0; KEY_WORDS],
+            len: [0; KEY_WORDS],
+            nkeys,
+            cells: Vec::new(),
+        };
+        let mut cells = 1u64;
+        for w in 0..nkeys {
+            let len = (hi[w] as i128 - lo[w] as i128 + 1) as u128;
+            if len > DENSE_MAX_CELLS as u128 {
+                return None;
+            }
+            d.lo[w] = lo[w];
+            d.len[w] = len as u64;
+            cells = cells.checked_mul(len as u64).filter(|&c| c <= DENSE_MAX_CELLS)?;
+        }
+        d.cells = vec![0; cells as usize];
+        for (g, k) in groups.keys.iter().enumerate() {
+            if k.1 == 0 {
+                if let Some(i) = d.cell(k) {
+                    d.cells[i] = g as u32 + 1;
+                }
+            }
+        }
+        Some(d)
+    }
 }
 
 /// The join filter of a ScootPreAgg applied to rows ([`scoot_agg_set_row_join_filter`]).
@@ -977,7 +1045,13 @@ impl AggExec {
             blocks_skipped: 0,
             row_join: None,
             join_removed: 0,
+            dense: None,
+            dense_off: false,
+            grid_rows: 0,
         };
+        e.dense_off = e.spec.keys.is_empty()
+            || e.spec.keys.len() > KEY_WORDS
+            || e.spec.keys.iter().any(|&(_, ty)| !matches!(ty, Ty::Int(_)));
         if e.spec.keys.is_empty() {
             // no GROUP BY: one group, even over no rows
             e.group(&([0; KEY_WORDS], 0));
@@ -1009,6 +1083,60 @@ impl AggExec {
         g
     }
 
+    /// Makes the grid (see [`Dense`]) cover the key ranges of block `blk`'s zone maps, growing
+    /// it (each side at least doubling) when they reach outside; false: look this block's keys
+    /// up by hash (a key column all NULL here, or a grid that would be too big, which stops the
+    /// grid for good).
+    fn dense_covers(&mut self, blk: BlockRef) -> bool {
+        if self.dense_off {
+            return false;
+        }
+        let nk = self.spec.keys.len();
+        let (mut lo, mut hi) = ([0i64; KEY_WORDS], [0i64; KEY_WORDS]);
+        for (ki, &(att, _)) in self.spec.keys.iter().enumerate() {
+            if att >= blk.natts() {
+                return false;
+            }
+            let z = blk.zone(att);
+            if z.is_empty() || z.min < i64::MIN as i128 || z.max > i64::MAX as i128 {
+                return false;
+            }
+            (lo[ki], hi[ki]) = (z.min as i64, z.max as i64);
+        }
+        if let Some(d) = &self.dense {
+            let inside = (0..nk).all(|w| {
+                lo[w] >= d.lo[w] && (hi[w] as i128) < d.lo[w] as i128 + d.len[w] as i128
+            });
+            if inside {
+                return true;
+            }
+            for w in 0..nk {
+                let (dlo, dhi) = (d.lo[w] as i128, d.lo[w] as i128 + d.len[w] as i128 - 1);
+                let span = dhi - dlo + 1;
+                let mut l = dlo;
+                let mut h = dhi;
+                if (lo[w] as i128) < dlo {
+                    l = (lo[w] as i128).min(dlo - span).max(i64::MIN as i128);
+                }
+                if (hi[w] as i128) > dhi {
+                    h = (hi[w] as i128).max(dhi + span).min(i64::MAX as i128);
+                }
+                (lo[w], hi[w]) = (l as i64, h as i64);
+            }
+        }
+        match Dense::build(&lo[..nk], &hi[..nk], &self.groups) {
+            Some(d) => {
+                self.dense = Some(d);
+                true
+            }
+            None => {
+                self.dense = None;
+                self.dense_off = true;
+                false
+            }
+        }
+    }
+
     /// The group of each selected row (None: no GROUP BY, every row in group 0).
     /// The group of each selected row into `self.gids` (false: no GROUP BY, every row in
     /// group 0).
@@ -1033,7 +1161,27 @@ impl AggExec {
         let mut ids = std::mem::take(&mut self.gids);
         ids.clear();
         let mut last: Option<(Key, u32)> = None;
-        if self.groups.keys.len() > PREFETCH_GROUPS {
+        if self.dense_covers(blk) {
+            let mut d = self.dense.take().expect("a grid");
+            self.grid_rows += keys.len() as u64;
+            for k in &keys {
+                let g = match last {
+                    Some((lk, lg)) if lk == *k => lg,
+                    _ => match (k.1 == 0).then(|| d.cell(k)).flatten() {
+                        Some(i) if d.cells[i] != 0 => d.cells[i] - 1,
+                        Some(i) => {
+                            let g = self.group(k);
+                            d.cells[i] = g + 1;
+                            g
+                        }
+                        None => self.group(k),
+                    },
+                };
+                last = Some((*k, g));
+                ids.push(g);
+            }
+            self.dense = Some(d);
+        } else if self.groups.keys.len() > PREFETCH_GROUPS {
             // a big table: hash the block's keys first, then look each up while asking for the
             // slot of the key 16 rows ahead and the group key of the one 8 ahead
             let mut hs = std::mem::take(&mut self.hashes);
@@ -1498,12 +1646,16 @@ pub unsafe extern "C" fn scoot_agg_stats(
     blocks: *mut i64,
     empty: *mut i64,
     skipped: *mut i64,
+    grid_cells: *mut i64,
+    grid_rows: *mut i64,
 ) {
     unsafe {
         let e = &*(*h).st;
         *blocks = e.blocks as i64;
         *empty = e.blocks_empty as i64;
         *skipped = e.blocks_skipped as i64;
+        *grid_cells = e.dense.as_ref().map_or(0, |d| d.cells.len() as i64);
+        *grid_rows = e.grid_rows as i64;
     }
 }
 

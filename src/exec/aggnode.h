@@ -30,6 +30,8 @@ typedef struct ScootAggState
 	int64		blocks;
 	int64		emptied;
 	int64		skipped;
+	int64		grid_cells;		/* the group grid's size at the end (0: none) */
+	int64		grid_rows;		/* rows whose group the grid found */
 
 	/*
 	 * ScootPreAgg under a hash join (customscan.c, join_filter_candidate): the join this node is

@@ -66,7 +66,8 @@ extern void *scoot_agg_create(const char *spec);
 extern void scoot_agg_free(void *agg);
 extern const char *scoot_agg_run(void *agg, TableScanDesc scan);
 extern int64 scoot_agg_ngroups(void *agg);
-extern void scoot_agg_stats(void *agg, int64 *blocks, int64 *emptied, int64 *skipped);
+extern void scoot_agg_stats(void *agg, int64 *blocks, int64 *emptied, int64 *skipped,
+							int64 *grid_cells, int64 *grid_rows);
 extern void scoot_agg_row(void *agg, int64 g, Datum *values, bool *nulls);
 
 void		scoot_install_custom_agg(void);
@@ -832,7 +833,7 @@ agg_start(ScootAggState *s)
 	table_endscan(scan);
 	s->probe_removed_rows = scoot_agg_join_removed(s->agg);
 	s->ngroups = s->fallback ? 0 : scoot_agg_ngroups(s->agg);
-	scoot_agg_stats(s->agg, &s->blocks, &s->emptied, &s->skipped);
+	scoot_agg_stats(s->agg, &s->blocks, &s->emptied, &s->skipped, &s->grid_cells, &s->grid_rows);
 	s->next = 0;
 	s->started = true;
 	MemoryContextSwitchTo(old);
@@ -1023,6 +1024,12 @@ scoot_aggnode_explain_run(ScootAggState *s, ExplainState *es)
 	if (es->format != EXPLAIN_FORMAT_TEXT || s->emptied > 0)
 		ExplainPropertyInteger("Scoot Blocks Emptied by Filters", NULL, s->emptied, es);
 	ExplainPropertyText("Scoot Fallback", s->fallback ? s->fallback : "none", es);
+	/* integer group keys looked up by position in a grid (agg.rs, Dense): VERBOSE only */
+	if (es->verbose && (es->format != EXPLAIN_FORMAT_TEXT || s->grid_rows > 0))
+	{
+		ExplainPropertyInteger("Scoot Group Grid Cells", NULL, s->grid_cells, es);
+		ExplainPropertyInteger("Scoot Group Grid Rows", NULL, s->grid_rows, es);
+	}
 	if (s->build != NULL && (es->format != EXPLAIN_FORMAT_TEXT || s->build->rows_in_place > 0))
 		ExplainPropertyInteger("Rows Written into the Hash Table by Scoot", NULL,
 							   s->build->rows_in_place, es);
