@@ -455,6 +455,9 @@ struct Groups {
     keys: Vec<Key>,
     /// each group's key hash (for growing without rehashing)
     hashes: Vec<u64>,
+    /// groups at the end of `keys` not yet in `slots` (added through the grid, [`Dense`]): they
+    /// are hashed and entered when a lookup by hash first needs them ([`Groups::index_all`])
+    unindexed: usize,
 }
 
 #[inline]
@@ -477,6 +480,7 @@ impl Groups {
             slots: vec![0; 64],
             keys: Vec::new(),
             hashes: Vec::new(),
+            unindexed: 0,
         }
     }
 
@@ -526,8 +530,38 @@ impl Groups {
         }
     }
 
+    /// Adds group `k` without entering it in the slots (see `unindexed`).
+    fn push_unindexed(&mut self, k: &Key) -> u32 {
+        let n = self.keys.len() as u32;
+        self.keys.push(*k);
+        self.hashes.push(0);
+        self.unindexed += 1;
+        n
+    }
+
+    /// Enters the groups added without it in the slots: before any lookup by hash.
+    #[inline]
+    fn index_all(&mut self) {
+        if self.unindexed == 0 {
+            return;
+        }
+        let from = self.keys.len() - self.unindexed;
+        for g in from..self.keys.len() {
+            self.hashes[g] = key_hash(&self.keys[g]);
+        }
+        self.unindexed = 0;
+        let mut n = self.slots.len();
+        while self.keys.len() * 2 > n {
+            n *= 2;
+        }
+        self.rebuild(n);
+    }
+
     fn grow(&mut self) {
-        let n = self.slots.len() * 2;
+        self.rebuild(self.slots.len() * 2);
+    }
+
+    fn rebuild(&mut self, n: usize) {
         self.slots = vec![0; n];
         for (g, &h) in self.hashes.iter().enumerate() {
             let mut i = h as usize & (n - 1);
@@ -567,6 +601,9 @@ pub struct AggExec {
     dense_off: bool,
     /// rows whose group was found through the grid
     pub grid_rows: u64,
+    /// every group so far came through the grid, whose cells then hold all of them: a key with
+    /// an empty cell is a new group (no lookup by hash needed)
+    grid_only: bool,
 }
 
 /// Group ids of integer group keys by their position in a grid spanning the keys' value ranges
@@ -1048,6 +1085,7 @@ impl AggExec {
             dense: None,
             dense_off: false,
             grid_rows: 0,
+            grid_only: true,
         };
         e.dense_off = e.spec.keys.is_empty()
             || e.spec.keys.len() > KEY_WORDS
@@ -1069,18 +1107,41 @@ impl AggExec {
     /// [`AggExec::group`] with the key's hash already computed.
     #[inline]
     fn group_h(&mut self, k: &Key, h: u64) -> u32 {
+        // a group found or added by hash may not be in the grid's cells
+        self.grid_only = false;
+        self.groups.index_all();
         let (g, new) = self.groups.find_or_add_h(k, h);
         if new {
-            for (a, spec) in self.accs.iter_mut().zip(&self.spec.aggs) {
-                a.n.push(0);
-                a.v.push(match spec.kind {
-                    Kind::Min => i128::MAX,
-                    Kind::Max => i128::MIN,
-                    _ => 0,
-                });
-            }
+            self.new_group_states();
         }
         g
+    }
+
+    /// The aggregate states of a group just added.
+    #[inline]
+    fn new_group_states(&mut self) {
+        for (a, spec) in self.accs.iter_mut().zip(&self.spec.aggs) {
+            a.n.push(0);
+            a.v.push(match spec.kind {
+                Kind::Min => i128::MAX,
+                Kind::Max => i128::MIN,
+                _ => 0,
+            });
+        }
+    }
+
+    /// The group of key `k` (no NULL) whose grid cell is empty: a new group while every group
+    /// so far came through the grid (nothing hashed yet), else looked up by hash (a group the
+    /// grid did not hold, from before it grew over the key, may exist).
+    #[inline]
+    fn group_for_cell(&mut self, k: &Key) -> u32 {
+        if self.groups.unindexed == self.groups.keys.len() && self.grid_only {
+            let g = self.groups.push_unindexed(k);
+            self.new_group_states();
+            g
+        } else {
+            self.group(k)
+        }
     }
 
     /// Makes the grid (see [`Dense`]) cover the key ranges of block `blk`'s zone maps, growing
@@ -1170,11 +1231,14 @@ impl AggExec {
                     _ => match (k.1 == 0).then(|| d.cell(k)).flatten() {
                         Some(i) if d.cells[i] != 0 => d.cells[i] - 1,
                         Some(i) => {
-                            let g = self.group(k);
+                            let g = self.group_for_cell(k);
                             d.cells[i] = g + 1;
                             g
                         }
-                        None => self.group(k),
+                        None => {
+                            self.grid_only = false;
+                            self.group(k)
+                        }
                     },
                 };
                 last = Some((*k, g));
@@ -1709,6 +1773,49 @@ thread_local! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key1(v: i64, w2: i64) -> Key {
+        let mut w = [0u64; KEY_WORDS];
+        w[0] = v as u64;
+        w[1] = w2 as u64;
+        (w, 0)
+    }
+
+    #[test]
+    fn groups_added_unindexed_are_found_by_hash() {
+        let mut g = Groups::new();
+        for v in 0..1000 {
+            assert_eq!(g.push_unindexed(&key1(v, 0)), v as u32);
+        }
+        g.index_all();
+        assert_eq!(g.unindexed, 0);
+        for v in 0..1000 {
+            let k = key1(v, 0);
+            assert_eq!(g.find_or_add_h(&k, key_hash(&k)), (v as u32, false));
+        }
+        let k = key1(5000, 0);
+        assert_eq!(g.find_or_add_h(&k, key_hash(&k)), (1000, true));
+    }
+
+    #[test]
+    fn dense_grid_cells_and_limits() {
+        let mut g = Groups::new();
+        let k = key1(0, 11);
+        g.find_or_add_h(&k, key_hash(&k));
+        let d = Dense::build(&[-5, 10], &[5, 12], &g).unwrap();
+        assert_eq!(d.cells.len(), 11 * 3);
+        assert_eq!(d.cell(&key1(-5, 10)), Some(0));
+        assert_eq!(d.cell(&key1(5, 12)), Some(32));
+        assert_eq!(d.cell(&key1(6, 10)), None);
+        assert_eq!(d.cell(&key1(-6, 10)), None);
+        assert_eq!(d.cell(&key1(0, 13)), None);
+        // the existing group is in its cell
+        assert_eq!(d.cells[d.cell(&key1(0, 11)).unwrap()], 1);
+        assert!(Dense::build(&[0], &[1 << 22], &g).is_none());
+        assert!(Dense::build(&[i64::MIN], &[i64::MAX], &g).is_none());
+        assert!(Dense::build(&[0, 0], &[4095, 4095], &g).is_none());
+        assert!(Dense::build(&[0, 0], &[2047, 2047], &g).is_some());
+    }
 
     #[test]
     fn parse_spec() {
