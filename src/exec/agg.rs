@@ -1135,7 +1135,9 @@ impl AggExec {
     /// grid did not hold, from before it grew over the key, may exist).
     #[inline]
     fn group_for_cell(&mut self, k: &Key) -> u32 {
-        if self.groups.unindexed == self.groups.keys.len() && self.grid_only {
+        if self.grid_only {
+            // nothing was looked up by hash, so no group was entered in the table
+            debug_assert_eq!(self.groups.unindexed, self.groups.keys.len());
             let g = self.groups.push_unindexed(k);
             self.new_group_states();
             g

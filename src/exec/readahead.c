@@ -81,6 +81,7 @@ typedef struct ReadAhead
 	TupleTableSlot *ring[READAHEAD_RING];
 	uint32		hash[READAHEAD_RING];
 	bool		hashed[READAHEAD_RING];
+	int			bucket[READAHEAD_RING];	/* the row's bucket in this batch, or -1 */
 	uint64		nread;			/* rows read from the child (row q is in ring[q % RING]) */
 	uint64		nret;			/* rows handed to the join */
 	uint64		stage1;			/* next row whose chain's first tuple to prefetch */
@@ -121,29 +122,37 @@ readahead_of(PlanState *ps)
 }
 
 /*
- * Prefetches for buffered row i (ring index): its bucket (stage 0), the first tuple of its
+ * Prefetches for buffered row i (ring index): its bucket (stage 0, which also records the
+ * bucket, or -1 when the row has no hash or belongs to another batch), the first tuple of its
  * chain (stage 1, the bucket should be in cache by then), the second one when the first has
  * another hash value (stage 2).
  */
 static inline void
 prefetch_row(HashJoinTable ht, ReadAhead *r, int i, int stage)
 {
-	int			bucketno,
-				batchno;
+	HashJoinTuple first;
 
-	if (!r->hashed[i])
-		return;
-	ExecHashGetBucketAndBatch(ht, r->hash[i], &bucketno, &batchno);
-	if (batchno != ht->curbatch)
-		return;
 	if (stage == 0)
+	{
+		int			bucketno,
+					batchno;
+
+		r->bucket[i] = -1;
+		if (!r->hashed[i])
+			return;
+		ExecHashGetBucketAndBatch(ht, r->hash[i], &bucketno, &batchno);
+		if (batchno != ht->curbatch)
+			return;
+		r->bucket[i] = bucketno;
 		__builtin_prefetch(&ht->buckets.unshared[bucketno]);
-	else if (stage == 1 && ht->buckets.unshared[bucketno] != NULL)
-		__builtin_prefetch(ht->buckets.unshared[bucketno]);
-	else if (stage == 2 && ht->buckets.unshared[bucketno] != NULL &&
-			 ht->buckets.unshared[bucketno]->hashvalue != r->hash[i] &&
-			 ht->buckets.unshared[bucketno]->next.unshared != NULL)
-		__builtin_prefetch(ht->buckets.unshared[bucketno]->next.unshared);
+		return;
+	}
+	if (r->bucket[i] < 0 || (first = ht->buckets.unshared[r->bucket[i]]) == NULL)
+		return;
+	if (stage == 1)
+		__builtin_prefetch(first);
+	else if (first->hashvalue != r->hash[i] && first->next.unshared != NULL)
+		__builtin_prefetch(first->next.unshared);
 }
 
 static TupleTableSlot *
