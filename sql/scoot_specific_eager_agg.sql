@@ -64,7 +64,9 @@ FROM ea_ch c, ea_oh o, ea_fh f
 WHERE c.cust = o.cust AND f.o = o.o AND f.d = o.d AND f.w = o.w
 GROUP BY o.o, o.d, o.w, c.name, o.placed HAVING sum(f.n) > 200 ORDER BY sum(f.n) DESC, o.o, c.name LIMIT 5;
 -- a join filter over another of f's columns (Q10's shape), f's own filters applied to its rows
--- first, two sums, a min and a max (of f's columns and of another table's)
+-- first, two sums, a min and a max (of f's columns and of another table's); f holds about 1.2
+-- rows per (o, d, w, day), which its sample shows: the node is asked for with a group size of 1
+SET scoot.eager_agg_min_group_size = 1;
 EXPLAIN (COSTS OFF)
 SELECT o.note, sum(f.n), sum(f.m), min(f.i), max(o.placed)
 FROM ea_o o JOIN ea_f f ON f.o = o.o AND f.d = o.d AND f.w = o.w AND o.placed <= f.day
@@ -74,6 +76,7 @@ SELECT o.note, sum(f.n), sum(f.m), min(f.i), max(o.placed)
 FROM ea_o o JOIN ea_f f ON f.o = o.o AND f.d = o.d AND f.w = o.w AND o.placed <= f.day
 WHERE f.n > 0 AND f.ts >= timestamp '2020-01-01 05:00'
 GROUP BY o.note ORDER BY o.note;
+RESET scoot.eager_agg_min_group_size;
 SELECT o.note, sum(f.n), sum(f.m), min(f.i), max(o.placed)
 FROM ea_oh o JOIN ea_fh f ON f.o = o.o AND f.d = o.d AND f.w = o.w AND o.placed <= f.day
 WHERE f.n > 0 AND f.ts >= timestamp '2020-01-01 05:00'

@@ -91,7 +91,18 @@ ANALYZE ps_d;
 EXPLAIN (COSTS OFF) SELECT o.note, d.n, sum(d.v) FROM ps_d d, ps_o o WHERE d.o = o.o GROUP BY o.note, d.n;
 SELECT relation, kind, estimate BETWEEN 800 AND 1250 AS about_the_live_groups
 FROM scoot.planner_samples WHERE relation = 'ps_d'::regclass;
-DROP TABLE ps_c, ps_n, ps_r, ps_o, ps_ch, ps_nh, ps_d;
+-- unique keys over several blocks: the sample draws distinct row slots, sees every key once and
+-- estimates a group per row, so the rows go to the join unaggregated (a sample drawn with
+-- replacement met a few slots twice, which Duj1 reads as every key occurring about twice: half
+-- the rows estimated, and a ScootPreAgg that grouped nothing)
+CREATE TABLE ps_u (o int, n int, v numeric(10,2)) USING scoot;
+INSERT INTO ps_u SELECT i / 10, i % 10, 1 FROM generate_series(1, 120000) i;
+ANALYZE ps_u;
+SELECT count(*) > 1 AS several_blocks FROM (SELECT DISTINCT (ctid::text::point)[0] FROM ps_u) b;
+EXPLAIN (COSTS OFF) SELECT o.note, u.n, sum(u.v) FROM ps_u u, ps_o o WHERE u.o = o.o GROUP BY o.note, u.n;
+SELECT relation, kind, round(estimate::numeric) AS estimate
+FROM scoot.planner_samples WHERE relation = 'ps_u'::regclass;
+DROP TABLE ps_c, ps_n, ps_r, ps_o, ps_ch, ps_nh, ps_d, ps_u;
 SELECT count(*) FROM scoot.planner_samples WHERE relation::text LIKE 'ps\_%';
 REVOKE SELECT ON scoot.planner_samples FROM regress_ps_reader;
 REVOKE USAGE ON SCHEMA scoot FROM regress_ps_reader;

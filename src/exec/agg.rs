@@ -1899,8 +1899,8 @@ mod tests {
 const SAMPLE_ROWS: usize = 3000;
 
 /// Estimates how many groups the key columns `keys` form among the rows of `t`, which holds
-/// about `ntuples` rows, from [`SAMPLE_ROWS`] row slots drawn at random (the same draw for the
-/// same table: plans do not change from one planning to the next): Haas and Stokes' Duj1
+/// about `ntuples` rows, from [`SAMPLE_ROWS`] distinct row slots drawn at random (the same draw
+/// for the same table: plans do not change from one planning to the next): Haas and Stokes' Duj1
 /// estimator, n·d / (n − f1 + f1·n/N), as PostgreSQL's ANALYZE uses for one column (d distinct
 /// keys in the sample, f1 of them seen once). None: no rows, or no block stores the keys as the
 /// engine reads them. Only row versions the planning statement's snapshot sees count (without
@@ -1956,8 +1956,10 @@ fn sample_groups(t: crate::storage::tabledir::TableRef, keys: &[(usize, Ty)], nt
         if cols.len() != keys.len() {
             continue;
         }
-        for _ in 0..picks[i] {
-            let s = (next() % hwm as u64) as u32;
+        // distinct slots: a slot drawn twice would count its key twice, and Duj1 reads a few
+        // repeats among near-unique keys as every key occurring about twice (CH Q5's order
+        // lines by order and item: 0.5M groups estimated of 1M rows, one row each in fact)
+        for s in distinct_draws(picks[i], hwm, &mut next) {
             let h = l.row(s);
             if h.state() != ST_NORMAL
                 || (!snap.is_null() && !crate::txn::mvcc::visible(h, snap))
@@ -1978,6 +1980,19 @@ fn sample_groups(t: crate::storage::tabledir::TableRef, keys: &[(usize, Ty)], nt
         return None;
     }
     Some(duj1(n as f64, counts.len() as f64, counts.values().filter(|&&c| c == 1).count() as f64, ntuples))
+}
+
+/// `count` distinct numbers of `0..n` (all of them if `count >= n`) drawn at random by `next`: the
+/// first steps of a Fisher-Yates shuffle of `0..n`, the moved entries kept in a map.
+fn distinct_draws(count: u32, n: u32, next: &mut impl FnMut() -> u64) -> Vec<u32> {
+    let mut moved: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(count.min(n) as usize);
+    for j in 0..count.min(n) {
+        let r = j + (next() % (n - j) as u64) as u32;
+        out.push(moved.get(&r).copied().unwrap_or(r));
+        moved.insert(r, moved.get(&j).copied().unwrap_or(j));
+    }
+    out
 }
 
 /// Haas and Stokes' Duj1 estimate of the distinct values among `big_n` rows from a sample of `n`
@@ -2044,7 +2059,27 @@ pub unsafe extern "C-unwind" fn scoot_agg_sample_groups(
 
 #[cfg(test)]
 mod sample_tests {
-    use super::duj1;
+    use super::{distinct_draws, duj1};
+
+    #[test]
+    fn distinct_draws_never_repeat() {
+        let mut x = 7u64;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 17
+        };
+        for (count, n) in [(22, 7200), (3000, 3000), (500, 600), (10, 3), (0, 5), (4, 0)] {
+            let d = distinct_draws(count, n, &mut next);
+            assert_eq!(d.len(), count.min(n) as usize);
+            let set: std::collections::HashSet<u32> = d.iter().copied().collect();
+            assert_eq!(set.len(), d.len(), "repeats among {count} of {n}");
+            assert!(d.iter().all(|&v| v < n));
+        }
+        // drawing everything is a permutation
+        let mut all = distinct_draws(1000, 1000, &mut next);
+        all.sort_unstable();
+        assert_eq!(all, (0..1000).collect::<Vec<u32>>());
+    }
 
     #[test]
     fn duj1_bounds() {
