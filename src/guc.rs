@@ -109,7 +109,19 @@ pub static JOIN_FILTER_EXPRESSIONS: GucSetting<bool> = GucSetting::<bool>::new(t
 /// `scoot.opportunistic_prune`: prune version chains during scans and index fetches (debugging aid).
 pub static OPPORTUNISTIC_PRUNE: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `scoot.retain_query_memory`: backends running analytic statements keep the memory they free
+/// (`exec/memory.rs`).
+pub static RETAIN_QUERY_MEMORY: GucSetting<bool> = GucSetting::<bool>::new(true);
+
 pub fn define() {
+    GucRegistry::define_bool_guc(
+        c"scoot.retain_query_memory",
+        c"Backends that run analytic statements keep the memory their statements free for the next one.",
+        c"A statement reading an OLAP snapshot, or running a ScootAgg or ScootPreAgg, switches its backend's malloc to serve requests below 32 MB from its heap and to keep up to 1 GB of freed heap mapped, so that the next statement does not page-fault fresh memory in again; the memory stays with the backend until it exits. Off: glibc's default thresholds from the next analytic statement on.",
+        &RETAIN_QUERY_MEMORY,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
     GucRegistry::define_bool_guc(
         c"scoot.olap",
         c"Read-only analytic statements on scoot tables read an OLAP snapshot of the arena.",

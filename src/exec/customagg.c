@@ -69,6 +69,7 @@ extern int64 scoot_agg_ngroups(void *agg);
 extern void scoot_agg_stats(void *agg, int64 *blocks, int64 *emptied, int64 *skipped,
 							int64 *grid_cells, int64 *grid_rows);
 extern void scoot_agg_row(void *agg, int64 g, Datum *values, bool *nulls);
+extern void scoot_analytic_statement(void);
 
 void		scoot_install_custom_agg(void);
 Datum		scoot_numeric_div(Datum a, Datum b);
@@ -652,6 +653,8 @@ scoot_aggnode_begin(CustomScanState *node, EState *estate, int eflags)
 	ScootAggState *s = (ScootAggState *) node;
 	CustomScan *cs = (CustomScan *) node->ss.ps.plan;
 
+	/* the backend keeps the memory analytic statements free (exec/memory.rs) */
+	scoot_analytic_statement();
 	s->child = ExecInitNode(linitial(cs->custom_plans), estate, eflags);
 	node->custom_ps = list_make1(s->child);
 	s->cxt = AllocSetContextCreate(CurrentMemoryContext, "ScootAgg", ALLOCSET_DEFAULT_SIZES);

@@ -29,6 +29,9 @@
 //! GROUP BY of its groups and x under a GROUP BY of its groups, before PostgreSQL plans it, so
 //! the distinct values are found by hashing or one shared sort instead of a sort per group.
 //!
+//! `memory.rs` is the malloc policy of backends running analytic statements: they keep the
+//! memory their statements free for the next one (`scoot.retain_query_memory`).
+//!
 //! `customagg.c` + `agg.rs` are ScootAgg, aggregate pushdown (count/sum/avg/min/max with or
 //! without GROUP BY computed a block at a time on the column regions).
 //!
@@ -42,6 +45,7 @@ use crate::{am, guc};
 use pgrx::pg_sys;
 
 pub mod agg;
+pub mod memory;
 pub mod samplecache;
 
 unsafe extern "C" {
