@@ -29,5 +29,20 @@ SELECT mem_faults('SELECT count(*), sum(s) FROM (SELECT k, sum(v) s FROM mem_t G
 RESET scoot.retain_query_memory;
 SELECT mem_faults('SELECT count(*), sum(s) FROM (SELECT k, sum(v) s FROM mem_t GROUP BY k) x') < 500
   AS few_faults_by_default;
+-- a statement reading an OLAP snapshot switches too, whatever its plan (a hash join over two
+-- ScootScans, no ScootAgg: a fresh backend each time); one reading live rows does not (the
+-- backends of OLTP statements keep glibc's behaviour)
+\c
+SET max_parallel_workers_per_gather = 0;
+SET work_mem = '64MB';
+SET scoot.olap = on;
+SELECT mem_faults('SELECT count(*) FROM (SELECT a.k FROM mem_t a JOIN mem_t b ON a.k = b.k + 1) x') < 500
+  AS image_statement_keeps;
+\c
+SET max_parallel_workers_per_gather = 0;
+SET work_mem = '64MB';
+SET scoot.olap = off;
+SELECT mem_faults('SELECT count(*) FROM (SELECT a.k FROM mem_t a JOIN mem_t b ON a.k = b.k + 1) x') > 2000
+  AS live_statement_does_not;
 DROP TABLE mem_t;
 DROP FUNCTION mem_faults(text), mem_minflt();

@@ -160,6 +160,7 @@ extern bool scoot_hash_build_enabled(void);
 bool		scoot_hj_may_match(void *hashtable, uint32 hashvalue);
 bool		scoot_node_prefetches_for(PlanState *outer, HashJoinState *hj);
 extern void scoot_hj_readahead_setup(QueryDesc *qd, int eflags);
+extern void scoot_statement_started(QueryDesc *qd);
 void		scoot_hj_prefetch(void *filter, uint32 far, uint32 near);
 
 static Plan *scoot_plan_path(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
@@ -2862,6 +2863,8 @@ scoot_scan_nodes_executor_start(QueryDesc *qd, int eflags)
 	{
 		adjust_scan_nodes(qd->planstate, NULL);
 		scoot_hj_readahead_setup(qd, eflags);
+		/* one reading an OLAP snapshot keeps the memory it frees (exec/memory.rs) */
+		scoot_statement_started(qd);
 	}
 	else if (qd->planstate != NULL)
 		mark_join_filters(qd->planstate, NULL);

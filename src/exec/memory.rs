@@ -20,7 +20,8 @@ thread_local! {
 const MMAP_THRESHOLD: i32 = 32 << 20;
 const TRIM_THRESHOLD: i32 = 1 << 30;
 const TOP_PAD: i32 = 16 << 20;
-/// glibc's defaults (its dynamic mmap threshold starts at this value)
+/// glibc's default values of the three (`man mallopt`; once set, its dynamic mmap threshold
+/// stays off)
 const DEFAULT: i32 = 128 << 10;
 
 /// Called as an analytic statement starts: applies the policy once per backend, or returns to
@@ -34,7 +35,7 @@ pub fn analytic_statement() {
         let (mmap, trim, pad) = if want {
             (MMAP_THRESHOLD, TRIM_THRESHOLD, TOP_PAD)
         } else {
-            (DEFAULT, DEFAULT, 0)
+            (DEFAULT, DEFAULT, DEFAULT)
         };
         // SAFETY: mallopt only changes the allocator's parameters (backends are single-threaded)
         unsafe {
@@ -50,4 +51,19 @@ pub fn analytic_statement() {
 #[unsafe(no_mangle)]
 pub extern "C" fn scoot_analytic_statement() {
     analytic_statement();
+}
+
+/// After ExecutorStart (`customscan.c`'s hook, which runs after the snapshot layer's): a statement
+/// that reads an OLAP snapshot image is an analytic one.
+///
+/// # Safety
+/// `qd` is the QueryDesc ExecutorStart just set up.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn scoot_statement_started(qd: *mut pgrx::pg_sys::QueryDesc) {
+    crate::ffi::guard::boundary(|| unsafe {
+        let es = (*qd).estate;
+        if !es.is_null() && crate::snapshot::session::image_for((*es).es_snapshot).is_some() {
+            analytic_statement();
+        }
+    })
 }

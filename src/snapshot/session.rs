@@ -565,7 +565,6 @@ pub unsafe extern "C-unwind" fn scoot_exec_start_before(qd: *mut pg_sys::QueryDe
     unsafe {
         let d = decide(qd);
         if let Some((img, _, implicit)) = &d {
-            crate::exec::memory::analytic_statement();
             if *implicit {
                 // a single-statement transaction that reads a snapshot is read-only
                 pg_sys::XactReadOnly = true;
