@@ -484,3 +484,28 @@ EXPLAIN (COSTS OFF) SELECT id FROM cs_e WHERE t LIKE 'x1%' AND t LIKE '%1%';
 SELECT count(*) FROM cs_e WHERE t LIKE 'x1%' AND t LIKE '%1%';
 \c :cs_db
 DROP DATABASE cs_eucjp;
+
+-- a table of a few rows keeps the Seq Scan (the node's setup per execution costs more than
+-- reading them: SCOOT_SCAN_SETUP_COST), a table of thousands gets the node; both read the same
+-- rows, also as prepared generic plans whose filter is a Param (TPC-C's warehouse / district)
+CREATE TABLE cs_tiny (id int PRIMARY KEY, name text) USING scoot;
+INSERT INTO cs_tiny SELECT g, 'n' || g FROM generate_series(1, 10) g;
+CREATE TABLE cs_more (id int PRIMARY KEY, name text) USING scoot;
+INSERT INTO cs_more SELECT g, 'n' || g FROM generate_series(1, 2000) g;
+ANALYZE cs_tiny, cs_more;
+SET plan_cache_mode = force_generic_plan;
+PREPARE cs_tiny_q(int) AS SELECT name FROM cs_tiny WHERE id = $1;
+PREPARE cs_more_q(int) AS SELECT name FROM cs_more WHERE id = $1;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) EXECUTE cs_tiny_q(3);
+EXPLAIN (COSTS OFF) EXECUTE cs_more_q(3);
+EXECUTE cs_tiny_q(3);
+EXECUTE cs_more_q(3);
+EXECUTE cs_more_q(1999);
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+RESET plan_cache_mode;
+DEALLOCATE cs_tiny_q;
+DEALLOCATE cs_more_q;
+DROP TABLE cs_tiny, cs_more;
