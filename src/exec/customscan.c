@@ -261,26 +261,26 @@ parallel_divisor(int workers)
 }
 
 /*
- * A Seq Scan's cost, 1% below it so that the node is chosen consistently over a Seq Scan of the
- * same table. Not scaled down by the share of columns read (it was until TPC-H showed why): the
- * join strategies PostgreSQL costs around a scan assume heap's scan costs, and a scan made to look
- * several times cheaper than heap's turned index nested loops into hash joins over whole tables
- * that ran 3-5x slower (TPC-H Q4, Q5, Q8). Plans stay heap's; the node makes them faster.
- */
-/*
  * What a ScootScan costs per execution beyond a Seq Scan: its qual and projection compiled a
  * second time for its slot, its block filters parsed and its runtime filters encoded from their
  * Params, the block's filter order and batch set up. Measured in one backend, prepared
  * statements alternating: 8-12 us per execution on a table of 1 and of 10 rows (TPC-C's
  * warehouse and district, read by primary key in most of its transactions), which a Seq Scan
  * of such a table reads faster than the node starts. So a table whose Seq Scan costs below 10
- * (some 600 rows or 10 pages) keeps the Seq Scan. Added to the total only: add_path compares
- * costs within 1%, the 0.99 above makes the node's total the lower one, and a higher startup
- * cost would hand every scan costing below ~1,000 to the Seq Scan (fuzzily equal totals, lower
- * startup).
+ * (a page or two and some hundreds of rows) keeps the Seq Scan. Added to the total only:
+ * add_path compares costs within 1%, cost_path's 0.99 makes the node's total the lower one, and
+ * a higher startup cost would hand every scan costing below ~1,000 to the Seq Scan (fuzzily
+ * equal totals, lower startup).
  */
 #define SCOOT_SCAN_SETUP_COST 0.1
 
+/*
+ * A Seq Scan's cost, 1% below it so that the node is chosen consistently over a Seq Scan of the
+ * same table (plus SCOOT_SCAN_SETUP_COST, which leaves the smallest tables to it). Not scaled down by the share of columns read (it was until TPC-H showed why): the
+ * join strategies PostgreSQL costs around a scan assume heap's scan costs, and a scan made to look
+ * several times cheaper than heap's turned index nested loops into hash joins over whole tables
+ * that ran 3-5x slower (TPC-H Q4, Q5, Q8). Plans stay heap's; the node makes them faster.
+ */
 static void
 cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, int workers)
 {
