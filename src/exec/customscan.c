@@ -276,10 +276,11 @@ parallel_divisor(int workers)
 
 /*
  * A Seq Scan's cost, 1% below it so that the node is chosen consistently over a Seq Scan of the
- * same table (plus SCOOT_SCAN_SETUP_COST, which leaves the smallest tables to it). Not scaled down by the share of columns read (it was until TPC-H showed why): the
- * join strategies PostgreSQL costs around a scan assume heap's scan costs, and a scan made to look
- * several times cheaper than heap's turned index nested loops into hash joins over whole tables
- * that ran 3-5x slower (TPC-H Q4, Q5, Q8). Plans stay heap's; the node makes them faster.
+ * same table (plus SCOOT_SCAN_SETUP_COST, which leaves the smallest tables to it). Not scaled
+ * down by the share of columns read (it was until TPC-H showed why): the join strategies
+ * PostgreSQL costs around a scan assume heap's scan costs, and a scan made to look several times
+ * cheaper than heap's turned index nested loops into hash joins over whole tables that ran 3-5x
+ * slower (TPC-H Q4, Q5, Q8). Plans stay heap's; the node makes them faster.
  */
 static void
 cost_path(PlannerInfo *root, RelOptInfo *rel, Path *path, int ncols, int natts, int workers)
