@@ -447,6 +447,7 @@ fn snapshot_stats_info() -> TableIterator<
         name!(pool_bytes, i64),
         name!(pool_bytes_used, i64),
         name!(zombie_blocks, i32),
+        name!(first_writes_via_alias, i64),
     ),
 > {
     use crate::snapshot::registry;
@@ -496,6 +497,7 @@ fn snapshot_stats_info() -> TableIterator<
         (c.nframes as u64 * cow::PAGE as u64) as i64,
         (cow::frames_in_use() as u64 * cow::PAGE as u64) as i64,
         arena::zombie_blocks() as i32,
+        c.alias_writes.load(Ordering::Relaxed) as i64,
     ))
 }
 

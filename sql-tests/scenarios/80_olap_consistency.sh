@@ -122,13 +122,16 @@ SQL
     # descriptor) or the worker's fault handler. A writer cannot lift a page another process is
     # saving at that moment: with its own resolution on, 7-10% go to the handler under this
     # load (a run at 10.06% failed the old bound of 1 in 10); with it off, all of them do
-    fw=$(stat first_write_faults) hf=$(stat write_faults)
-    echo "    first writes under kernel write-protection: $fw (median $(stat "round(first_write_fault_us_p50::numeric, 2)") us); resolved by the worker's fault handler: $hf"
+    fw=$(stat first_write_faults) hf=$(stat write_faults) va=$(stat first_writes_via_alias)
+    echo "    first writes under kernel write-protection: $fw (median $(stat "round(first_write_fault_us_p50::numeric, 2)") us); resolved by the worker's fault handler: $hf; written through the unprotected alias mapping: $va"
     [ "$fw" -gt 0 ] || soft_fail "$variant: no first write happened under kernel write-protection"
     if [ "$resolves" = on ]; then
       [ $((hf * 4)) -lt "$fw" ] || soft_fail "$variant: $hf of $fw first writes went to the fault handler (writers should resolve their own)"
+      # row writes (cells, version headers, free-map words) go through the alias: most first writes
+      [ $((va * 2)) -gt "$fw" ] || soft_fail "$variant: only $va of $fw first writes went through the alias mapping"
     else
       [ $((hf * 2)) -ge "$fw" ] || soft_fail "$variant: only $hf of $fw first writes went to the fault handler"
+      [ "$va" -eq 0 ] || soft_fail "$variant: $va first writes went through the alias mapping with scoot.uffd_writer_resolves off"
     fi
   fi
   tps=$(cat "$WORK"/pgb_"${variant}"_*.log | sed -nE 's/^tps = ([0-9.]+) .*/\1/p' | head -20 | tr '\n' ' ')

@@ -21,9 +21,13 @@
 //! Writer-side resolution (`scoot.uffd_writer_resolves`, default on): a write the storage layer
 //! announces (`cow::before_write`, i.e. every tuple write) need not wait for the round trip to
 //! the worker (two cross-CPU wake-ups, tens of microseconds on a VM). The writer saves the
-//! pre-image itself and lifts the protection of that page in its own page table through its own
-//! descriptor (one ioctl); it remembers per page the epoch it did so. The kernel protection stays
-//! the guarantee: any write not announced still traps and the worker resolves it.
+//! pre-image itself. Row writes (cells, version headers, free-map words:
+//! `cow::before_write_block_via`) then go through the arena's alias mapping (`arena::alias_of`,
+//! the same memory mapped a second time, never registered), so the protection stays; other
+//! announced writes lift the protection of that page in the writer's own page table through its
+//! own descriptor (one ioctl, then a dirty-tracking fault on the write; it remembers per page
+//! the epoch it did so). The kernel protection stays the guarantee: any write not announced
+//! still traps and the worker resolves it.
 //!
 //! The fault-handler thread never calls into PostgreSQL (no locks, no palloc, no elog): it only
 //! uses atomics in shared memory, the pre-image pool and ioctls.

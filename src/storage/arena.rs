@@ -180,6 +180,8 @@ pub struct ArenaCtl {
 static mut ARENA_BASE: *mut u8 = std::ptr::null_mut();
 static mut ARENA_BYTES: usize = 0;
 static mut ARENA_FD: i32 = -1;
+/// A second mapping of the arena's memfd, never registered for userfaultfd: see [`alias_of`].
+static mut ALIAS_BASE: *mut u8 = std::ptr::null_mut();
 static mut CTL: *mut ArenaCtl = std::ptr::null_mut();
 static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
@@ -191,10 +193,44 @@ pub fn base() -> *mut u8 {
     unsafe { ARENA_BASE }
 }
 
+/// The arena address of `p` when `p` lies in the alias mapping ([`alias_of`]), else `p`: the WAL
+/// capture and the snapshots' pre-images take arena addresses, whichever mapping a write
+/// announced goes through.
+#[inline]
+pub fn unalias(p: *const u8) -> *const u8 {
+    unsafe {
+        let a = ALIAS_BASE as usize;
+        let x = p as usize;
+        if a != 0 && x >= a && x < a + ARENA_BYTES {
+            (ARENA_BASE as usize + (x - a)) as *const u8
+        } else {
+            p
+        }
+    }
+}
+
 /// Size of the arena mapping in bytes.
 #[inline]
 pub fn bytes() -> usize {
     unsafe { ARENA_BYTES }
+}
+
+/// The address of arena byte `p` in the arena's *alias*: a second shared mapping of the same
+/// memfd (same memory), made by the postmaster with the arena and inherited by every process,
+/// that no process registers for userfaultfd. A writer whose arena pages the kernel
+/// write-protects for a snapshot writes bytes it has announced, and whose pre-images it has
+/// saved, through the alias (`cow::before_write_block_via`): no trapped write, no ioctl to lift
+/// the protection and no second (dirty-tracking) fault per page, while every write it did not
+/// announce still goes through the protected mapping and traps. None without a memfd.
+#[inline]
+pub fn alias_of(p: *const u8) -> Option<*mut u8> {
+    unsafe {
+        if ALIAS_BASE.is_null() {
+            None
+        } else {
+            Some(ALIAS_BASE.add(p as usize - ARENA_BASE as usize))
+        }
+    }
 }
 
 static mut POOL_BASE: *mut u8 = std::ptr::null_mut();
@@ -493,6 +529,20 @@ unsafe fn map_arena(bytes: usize) {
         ARENA_FD = fd;
         ARENA_BASE = base as *mut u8;
         ARENA_BYTES = bytes;
+        if fd >= 0 {
+            // the alias (see `alias_of`); without it writers lift the protection page by page
+            let a = libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_NORESERVE,
+                fd,
+                0,
+            );
+            if a != libc::MAP_FAILED {
+                ALIAS_BASE = a as *mut u8;
+            }
+        }
     }
 }
 

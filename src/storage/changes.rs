@@ -215,6 +215,7 @@ pub fn note(ptr: *const u8, len: usize) {
 
 #[cold]
 fn note_slow(ptr: *const u8, len: usize) {
+    let ptr = arena::unalias(ptr);
     let base = arena::base() as usize;
     let a = ptr as usize;
     if a < base || a >= base + arena::bytes() {
@@ -244,6 +245,7 @@ pub fn note_block(blk: *const u8, ranges: &[(u32, u32)]) {
 
 #[cold]
 fn note_block_slow(blk: *const u8, ranges: &[(u32, u32)]) {
+    let blk = arena::unalias(blk);
     let base = arena::base() as usize;
     let a = blk as usize;
     let bs = arena::block_size();

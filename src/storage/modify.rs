@@ -146,10 +146,26 @@ fn thaw(l: &Locked) {
     }
 }
 
-/// Saves the pre-image of row `s`'s version header for live snapshots before it changes.
+/// Announces a change of row `s`'s version header (WAL capture, its pre-image saved for live
+/// snapshots) and returns the header to change it through: the block's, or the same bytes in the
+/// arena's alias mapping where the kernel write-protects the page for a snapshot
+/// (`cow::before_write_block_via`).
 #[inline]
-fn touch_row(l: &Locked, s: u32) {
-    cow::before_write(l.row(s) as *const RowHdr as *const u8, ROW_HDR_SIZE);
+#[allow(clippy::mut_from_ref)]
+fn touch_row(l: &Locked, s: u32) -> &mut RowHdr {
+    let off = l.row(s) as *const RowHdr as usize - l.blk.base as usize;
+    let base = cow::before_write_block_via(l.blk.base, &[(off as u32, ROW_HDR_SIZE as u32)]);
+    unsafe { &mut *(base.add(off) as *mut RowHdr) }
+}
+
+/// Announces a change of slot `s`'s word of the block's free map and returns the block to change
+/// it through (as [`touch_row`]).
+#[inline]
+fn touch_free_word(l: &Locked, s: u32) -> BlockRef {
+    let off = l.blk.free_word_ptr(s) as usize - l.blk.base as usize;
+    BlockRef {
+        base: cow::before_write_block_via(l.blk.base, &[(off as u32, 8)]),
+    }
 }
 
 #[inline]
@@ -308,8 +324,7 @@ fn take_slot(t: TableRef, l: &Locked, var_need: u32) -> u32 {
         if let Some((s, _)) = found {
             // only the free map's word of that slot changes (announcing the whole map put
             // ~1 kB into every insert's WAL record)
-            cow::before_write(l.blk.free_word_ptr(s), 8);
-            l.blk.take_free(s);
+            touch_free_word(l, s).take_free(s);
         }
         found
     } else {
@@ -583,9 +598,8 @@ fn place(
         == (l.ab, s);
     let low = unsafe { row::write_row(l.blk, s, row, d.var_low.load(Ordering::Relaxed), fresh) };
     d.var_low.store(low, Ordering::Relaxed);
-    touch_row(l, s);
+    let h = touch_row(l, s);
     l.desc.vis_xid.store(0, Ordering::Relaxed);
-    let h = l.row(s);
     h.xmin = xmin;
     h.xmax = 0;
     h.cid = cid;
@@ -609,9 +623,8 @@ pub fn set_xmax(
     keys_updated: bool,
     cmax: Option<(u32, bool)>,
 ) {
-    touch_row(l, s);
+    let h = touch_row(l, s);
     l.desc.vis_xid.store(0, Ordering::Relaxed);
-    let h = l.row(s);
     let mut m = (h.infomask() & !HEAP_XMAX_BITS) | (infomask_bits & HEAP_XMAX_BITS);
     if let Some((c, combo)) = cmax {
         h.cid = c;
@@ -637,8 +650,7 @@ pub fn set_xmax(
 /// Links a row to its newer version (TID page, offset) after an update; `hot` = no new index
 /// entries were made.
 pub fn link_next(l: &Locked, s: u32, next: (u32, u16), hot: bool) {
-    touch_row(l, s);
-    let h = l.row(s);
+    let h = touch_row(l, s);
     h.set_ctid(next.0, next.1);
     if hot {
         h.set_flag(F_HOT_UPDATED);
@@ -646,18 +658,28 @@ pub fn link_next(l: &Locked, s: u32, next: (u32, u16), hot: bool) {
     l.touch();
 }
 
+/// Drops the link of a row whose xmax is now a lock only (an aborted updater's link to its newer
+/// version, and the heap-only-update flag); a moved row keeps its mark.
+pub fn clear_update_link(l: &Locked, s: u32) {
+    let h = touch_row(l, s);
+    h.clear_flag(F_HOT_UPDATED);
+    if !h.is_moved() {
+        h.clear_ctid();
+    }
+    l.touch();
+}
+
 /// Marks a row deleted by a cross-partition UPDATE (heap's MovedPartitions ctid).
 pub fn mark_moved(l: &Locked, s: u32) {
-    touch_row(l, s);
-    l.row(s).set_moved();
+    let h = touch_row(l, s);
+    h.set_moved();
     l.touch();
 }
 
 /// Ends a speculative insertion: success clears the token, failure kills the row.
 pub fn finish_speculative(l: &Locked, s: u32, succeeded: bool) {
-    touch_row(l, s);
+    let h = touch_row(l, s);
     l.desc.vis_xid.store(0, Ordering::Relaxed);
-    let h = l.row(s);
     h.clear_ctid();
     if !succeeded {
         // like heap_abort_speculative: an invalid xmin makes it dead to everyone at once
@@ -689,8 +711,7 @@ fn release_var(l: &Locked, s: u32) {
 /// Turns a dead chain root into a redirect to the chain's first live version (TID in `target`).
 pub fn make_redirect(l: &Locked, s: u32, target: (u32, u16)) {
     note_removed(l, s);
-    touch_row(l, s);
-    let h = l.row(s);
+    let h = touch_row(l, s);
     let st = h.state();
     if st == ST_NORMAL {
         release_var(l, s);
@@ -711,8 +732,7 @@ pub fn make_redirect(l: &Locked, s: u32, target: (u32, u16)) {
 /// Marks a chain root dead (no live version left); VACUUM removes its index entries and frees it.
 pub fn make_dead(l: &Locked, s: u32) {
     note_removed(l, s);
-    touch_row(l, s);
-    let h = l.row(s);
+    let h = touch_row(l, s);
     let st = h.state();
     if st == ST_NORMAL {
         release_var(l, s);
@@ -757,8 +777,7 @@ pub fn recount_redirects(b: u32) {
 /// Returns a slot to the block's free list.
 pub fn free_slot(l: &Locked, s: u32) {
     note_removed(l, s);
-    touch_row(l, s);
-    let h = l.row(s);
+    let h = touch_row(l, s);
     match h.state() {
         ST_NORMAL => release_var(l, s),
         ST_DEAD => {
@@ -771,8 +790,7 @@ pub fn free_slot(l: &Locked, s: u32) {
     h.set_state(ST_FREE);
     h.xmax = 0;
     h.clear_ctid();
-    cow::before_write(l.blk.free_word_ptr(s), 8);
-    l.blk.mark_free(s);
+    touch_free_word(l, s).mark_free(s);
     if s / 64 < l.desc.free_hint.load(Ordering::Relaxed) {
         l.desc.free_hint.store(s / 64, Ordering::Relaxed);
     }
@@ -862,10 +880,10 @@ pub fn release_empty_block(t: TableRef, mut l: Locked) {
 
 /// Sets a frozen xmin (VACUUM freezing): the row is visible to all and its xid may be recycled.
 pub fn freeze_xmin(l: &Locked, s: u32) {
-    touch_row(l, s);
+    let h = touch_row(l, s);
     // a standby query whose snapshot still counts xmin as running must not see it frozen
-    changes::note_conflict(l.row(s).xmin);
-    l.row(s).set_hint(HEAP_XMIN_FROZEN);
+    changes::note_conflict(h.xmin);
+    h.set_hint(HEAP_XMIN_FROZEN);
     l.touch();
 }
 
@@ -898,8 +916,7 @@ pub fn gather_var(l: &Locked) {
 
 /// Clears an xmax that no longer matters (aborted updater / finished lockers) before freezing.
 pub fn clear_xmax(l: &Locked, s: u32) {
-    touch_row(l, s);
-    let h = l.row(s);
+    let h = touch_row(l, s);
     let m = (h.infomask() & !(HEAP_XMAX_BITS | F_KEYS_UPDATED | F_HOT_UPDATED)) | HEAP_XMAX_INVALID;
     h.infomask.store(m, Ordering::Relaxed);
     h.xmax = 0;
@@ -909,9 +926,8 @@ pub fn clear_xmax(l: &Locked, s: u32) {
 
 /// Installs a copied version header (CLUSTER / VACUUM FULL keep xmin/xmax/cid/infomask).
 pub fn set_header(l: &Locked, s: u32, xmax: u32, infomask: u16, keys_updated: bool) {
-    touch_row(l, s);
+    let h = touch_row(l, s);
     l.desc.vis_xid.store(0, Ordering::Relaxed);
-    let h = l.row(s);
     h.xmax = xmax;
     let keep = h.infomask() & (F_HAS_EXTERNAL | F_HEAP_ONLY);
     let mut m = (infomask & HEAP_VISIBILITY_BITS) | keep;

@@ -603,25 +603,34 @@ unsafe fn write_row_changed(b: BlockRef, slot: u32, row: &Prepared, mut var_low:
             });
         }
         ranges.extend(var.iter().rev().map(|&(o, l, _)| (o, l)));
-        cow::before_write_block(b.base, ranges);
+        // the announced bytes are written through `wb` (the block itself or its alias mapping,
+        // see `cow::before_write_block_via`); everything else through `b`
+        let wb = BlockRef {
+            base: cow::before_write_block_via(b.base, ranges),
+        };
         for &(o, l, src) in var.iter() {
-            std::ptr::copy_nonoverlapping(src, b.base.add(o as usize), l as usize);
+            std::ptr::copy_nonoverlapping(src, wb.base.add(o as usize), l as usize);
         }
         for w in cells.iter() {
             if w.cell_changes {
                 std::ptr::copy_nonoverlapping(
                     new.as_ptr().add(w.at as usize),
-                    b.base.add(w.off as usize),
+                    wb.base.add(w.off as usize),
                     w.len as usize,
                 );
             }
             let i = w.col as usize;
             let c: &ColDesc = b.col(i);
             if w.bit_changes {
-                b.set_valid(c, slot, w.valid);
+                wb.set_valid(c, slot, w.valid);
             }
+        }
+        // the zone maps read the values just written (through `b`: order the alias writes first)
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+        for w in cells.iter() {
             if w.valid {
-                widen_zone(b, c, i, slot);
+                let i = w.col as usize;
+                widen_zone(b, b.col(i), i, slot);
             }
         }
         var_low
@@ -636,8 +645,9 @@ static mut ROW_VAR_RANGES: Vec<(u32, u32)> = Vec::new();
 
 /// Announces the writes of [`write_row_all`] (same arguments) but the zone maps' (a zone is
 /// widened rarely; that write announces itself): each column's cell and validity byte, and
-/// the variable-length payloads placed below `var_low`.
-unsafe fn announce_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) {
+/// the variable-length payloads placed below `var_low`. Returns the block to write them through
+/// (`cow::before_write_block_via`).
+unsafe fn announce_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) -> BlockRef {
     unsafe {
         let rs = &mut *(&raw mut ROW_RANGES);
         let var = &mut *(&raw mut ROW_VAR_RANGES);
@@ -660,7 +670,9 @@ unsafe fn announce_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32)
             }
         }
         rs.extend(var.iter().rev());
-        cow::before_write_block(b.base, rs);
+        BlockRef {
+            base: cow::before_write_block_via(b.base, rs),
+        }
     }
 }
 
@@ -670,16 +682,17 @@ unsafe fn announce_row(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32)
 unsafe fn write_row_all(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32) -> u32 {
     unsafe {
         b.prefetch_row(slot, row.cells.len());
-        announce_row(b, slot, row, var_low);
+        // the announced bytes are written through `wb` (the block or its alias mapping)
+        let wb = announce_row(b, slot, row, var_low);
         for (i, v) in row.cells.iter().enumerate() {
             let c: ColDesc = *b.col(i);
             if c.kind == KIND_ABSENT {
                 continue;
             }
-            let p = b.value_ptr(&c, slot);
+            let p = wb.value_ptr(&c, slot);
             match *v {
                 Cell::Null => {
-                    b.set_valid(&c, slot, false);
+                    wb.set_valid(&c, slot, false);
                     // keep the value bytes deterministic (frozen blocks export them as-is)
                     std::ptr::write_bytes(p, 0, c.width as usize);
                     continue;
@@ -707,16 +720,18 @@ unsafe fn write_row_all(b: BlockRef, slot: u32, row: &Prepared, mut var_low: u32
                 }
                 Cell::Var(src, len, raw) => {
                     var_low -= len;
-                    std::ptr::copy_nonoverlapping(src, b.base.add(var_low as usize), len as usize);
-                    b.set_var_entry(&c, slot, var_low, len | if raw { VAR_RAW } else { 0 });
+                    std::ptr::copy_nonoverlapping(src, wb.base.add(var_low as usize), len as usize);
+                    wb.set_var_entry(&c, slot, var_low, len | if raw { VAR_RAW } else { 0 });
                 }
                 Cell::CStr(src, len) => {
                     var_low -= len;
-                    std::ptr::copy_nonoverlapping(src, b.base.add(var_low as usize), len as usize);
-                    b.set_var_entry(&c, slot, var_low, len);
+                    std::ptr::copy_nonoverlapping(src, wb.base.add(var_low as usize), len as usize);
+                    wb.set_var_entry(&c, slot, var_low, len);
                 }
             }
-            b.set_valid(&c, slot, true);
+            wb.set_valid(&c, slot, true);
+            // the zone map reads the value just written through `b`
+            std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
             widen_zone(b, &c, i, slot);
         }
         var_low

@@ -9,7 +9,7 @@
 //! lock_timeout) reaches the client with heap's CONTEXT line ("while updating tuple ...").
 use crate::ffi::guard::{self, raw};
 use crate::ffi::{self, xid};
-use crate::storage::block::{RowHdr, F_HOT_UPDATED, F_KEYS_UPDATED, ST_NORMAL};
+use crate::storage::block::{RowHdr, F_KEYS_UPDATED, ST_NORMAL};
 use crate::storage::modify::{self as storage, Locked};
 use crate::storage::tabledir::TableRef;
 use crate::txn::mvcc::{self, *};
@@ -885,11 +885,7 @@ pub fn lock_tuple(
             storage::set_xmax(&l, s, x, bits, keys, None);
             if xmax_is_locked_only(bits) {
                 // a lock-only xmax: the row is not updated (an aborted updater's link goes)
-                let hh = l.row(s);
-                hh.clear_flag(F_HOT_UPDATED);
-                if !hh.is_moved() {
-                    hh.clear_ctid();
-                }
+                storage::clear_update_link(&l, s);
             }
         }
         drop(tuple_lock);
