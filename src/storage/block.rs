@@ -309,12 +309,14 @@ impl RowHdr {
         self.infomask.fetch_and(!f, Ordering::Relaxed);
     }
     /// Sets hint bits (readers may do so under a shared block lock); the page's pre-image is
-    /// saved first for live OLAP snapshots.
+    /// saved first for live OLAP snapshots (and the bits written through the arena's alias
+    /// mapping where the kernel write-protects the page: `cow::before_write_via`).
     #[inline]
     pub fn set_hint(&self, bits: u16) {
         if self.infomask() & bits != bits {
-            crate::storage::cow::before_write(&self.infomask as *const AtomicU16 as *const u8, 2);
-            self.infomask.fetch_or(bits, Ordering::Relaxed);
+            let p = &self.infomask as *const AtomicU16 as *mut u8;
+            let w = crate::storage::cow::before_write_via(p, 2);
+            unsafe { &*(w as *const AtomicU16) }.fetch_or(bits, Ordering::Relaxed);
         }
     }
     /// Replaces the heap bits in `mask`, keeping everything else (the scoot flags).

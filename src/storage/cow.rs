@@ -684,6 +684,38 @@ pub fn before_write(ptr: *const u8, len: usize) {
     before_write_slow(ptr, len, live);
 }
 
+/// [`before_write`] for a caller that then writes those `len` bytes, and only those, through the
+/// returned address: `ptr`, or the same bytes in the arena's alias mapping (as
+/// [`before_write_block_via`]).
+#[inline]
+pub fn before_write_via(ptr: *mut u8, len: usize) -> *mut u8 {
+    crate::storage::changes::note(ptr, len);
+    if !is_ready() {
+        return ptr;
+    }
+    let live = ctl().live_epoch.load(Ordering::Acquire);
+    if live == 0 {
+        return ptr;
+    }
+    before_write_via_slow(ptr, len, live)
+}
+
+#[cold]
+fn before_write_via_slow(ptr: *mut u8, len: usize, live: u32) -> *mut u8 {
+    let a = arena::unalias(ptr) as usize;
+    let base = arena::base() as usize;
+    if a < base || a >= base + arena::bytes() || len == 0 {
+        return ptr; // not arena memory (a reader's private copy of a snapshot block)
+    }
+    let off = (a - base) % arena::block_size();
+    let blk = (a - off) as *const u8;
+    if before_write_block_slow_via(blk, &[(off as u32, len as u32)], live, true) {
+        arena::alias_of(a as *const u8).unwrap_or(ptr)
+    } else {
+        ptr
+    }
+}
+
 #[cold]
 fn before_write_slow(ptr: *const u8, len: usize, live: u32) {
     let ptr = arena::unalias(ptr);
