@@ -6,10 +6,12 @@
 //! being emptied, with new entries in every index (`ExecInsertIndexTuples`, as the executor
 //! does; unique and exclusion checks run as for an UPDATE). No trigger fires (as with VACUUM
 //! FULL or CLUSTER, the row's contents do not change). The move is WAL-logged like any update and
-//! rolls back with the transaction. Rows that another transaction has locked or changed since
-//! the caller's snapshot are left where they are (no waiting); a transaction that started before
-//! the compaction and then updates a moved row behaves as with any concurrent update (READ
-//! COMMITTED follows the row to its new place; REPEATABLE READ gets a serialization failure).
+//! rolls back with the transaction. A redirect (the root of a chain whose row a HOT update put in
+//! another block) is freed only when that row moves, so the row it leads to moves. Rows that
+//! another transaction has locked or changed since the caller's snapshot are left where they are
+//! (no waiting); a transaction that started before the compaction and then updates a moved row
+//! behaves as with any concurrent update (READ COMMITTED follows the row to its new place;
+//! REPEATABLE READ gets a serialization failure).
 //!
 //! The emptied blocks hold only dead versions once the compacting transaction commits; VACUUM
 //! (or autovacuum) removes them and their index entries and frees the blocks, as it does for the
@@ -24,7 +26,7 @@
 use crate::am::modify::{self, set_moving};
 use crate::am::tid_of;
 use crate::storage::arena;
-use crate::storage::block::ST_NORMAL;
+use crate::storage::block::{ST_NORMAL, ST_REDIRECT};
 use crate::storage::modify as storage;
 use crate::storage::tabledir;
 use pgrx::bgworkers::*;
@@ -129,6 +131,7 @@ pub unsafe fn compact_rel(r: pg_sys::Relation, fill_below: f64, only_frozen: boo
             storage::set_avoid(t, Some(sources.iter().copied().collect::<HashSet<u32>>()));
             set_moving(true);
             let guard = Moving(t);
+            let mut visited: HashSet<(u32, u32)> = HashSet::new();
             for &lb in &sources {
                 let hwm = match tabledir::arena_block(t, lb) {
                     Some(b) => arena::block_desc(b)
@@ -138,14 +141,30 @@ pub unsafe fn compact_rel(r: pg_sys::Relation, fill_below: f64, only_frozen: boo
                 };
                 for s in 0..hwm {
                     pg_sys::check_for_interrupts!();
-                    // only slots holding a row version; the fetch applies our snapshot
-                    let normal = storage::lock(t, lb, false).is_some_and(|l| {
-                        storage::slot_in_range(&l, s) && l.row(s).state() == ST_NORMAL
-                    });
-                    if !normal {
+                    // A slot holding a row version moves that version (the fetch applies our
+                    // snapshot). A redirect is the root of a chain whose versions live
+                    // elsewhere (a HOT update that found the block full): the index entries
+                    // point at it, so it goes away only when the chain's row moves, wherever
+                    // that version lives (without this, blocks of redirects stayed sparse
+                    // forever and every compaction round picked them again).
+                    let state = storage::lock(t, lb, false)
+                        .filter(|l| storage::slot_in_range(l, s))
+                        .map(|l| l.row(s).state());
+                    let (vb, vs) = match state {
+                        Some(ST_NORMAL) => (lb, s),
+                        Some(ST_REDIRECT) => {
+                            match crate::am::index::chain_visible(r, t, lb, s, snapshot) {
+                                Some(member) => member,
+                                None => continue,
+                            }
+                        }
+                        _ => continue,
+                    };
+                    // a chain's member can be reached from its root and from its own slot
+                    if !visited.insert((vb, vs)) {
                         continue;
                     }
-                    let mut tid = tid_of(lb, s);
+                    let mut tid = tid_of(vb, vs);
                     if !modify::tuple_fetch_row_version(r, &mut tid, snapshot, slot) {
                         continue;
                     }
