@@ -465,16 +465,8 @@ pub unsafe fn install_hooks() {
         let pool_bytes = guc::SNAPSHOT_MEMORY_MB.get() as usize * 1024 * 1024;
         let pfd = libc::memfd_create(c"scoot_snapshot_pool".as_ptr(), 0);
         if pfd >= 0 && libc::ftruncate(pfd, pool_bytes as libc::off_t) == 0 {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                pool_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_NORESERVE,
-                pfd,
-                0,
-            );
-            if p != libc::MAP_FAILED {
-                POOL_BASE = p as *mut u8;
+            if let Some(p) = map_shared(pool_bytes, pfd) {
+                POOL_BASE = p;
             }
         }
         if POOL_BASE.is_null() {
@@ -498,52 +490,45 @@ unsafe fn map_arena(bytes: usize) {
     unsafe {
         let fd = libc::memfd_create(c"scoot_arena".as_ptr(), 0);
         let (fd, base) = if fd >= 0 && libc::ftruncate(fd, bytes as libc::off_t) == 0 {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_NORESERVE,
-                fd,
-                0,
-            );
-            (fd, p)
+            (fd, map_shared(bytes, fd))
         } else {
             // No memfd: anonymous shared memory still works for everything but later snapshots.
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            );
-            (-1, p)
+            (-1, map_shared(bytes, -1))
         };
-        if base == libc::MAP_FAILED {
+        let Some(base) = base else {
             crate::ffi::error_hint(
                 PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
                 format!("could not map the scoot arena ({} MB)", bytes >> 20),
                 "Lower scoot.arena_size.",
             );
-        }
+        };
         ARENA_FD = fd;
-        ARENA_BASE = base as *mut u8;
+        ARENA_BASE = base;
         ARENA_BYTES = bytes;
         if fd >= 0 {
             // the alias (see `alias_of`); without it writers lift the protection page by page
-            let a = libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_NORESERVE,
-                fd,
-                0,
-            );
-            if a != libc::MAP_FAILED {
-                ALIAS_BASE = a as *mut u8;
+            if let Some(a) = map_shared(bytes, fd) {
+                ALIAS_BASE = a;
             }
         }
     }
+}
+
+/// Maps `bytes` of memfd `fd` (anonymous shared memory for -1) read-write, shared and without
+/// reserving swap (populated lazily); None if the kernel refuses.
+unsafe fn map_shared(bytes: usize, fd: libc::c_int) -> Option<*mut u8> {
+    let anon = if fd < 0 { libc::MAP_ANONYMOUS } else { 0 };
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_NORESERVE | anon,
+            fd,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
 }
 
 #[pg_guard]

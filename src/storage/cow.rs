@@ -702,31 +702,32 @@ pub fn before_write_via(ptr: *mut u8, len: usize) -> *mut u8 {
 
 #[cold]
 fn before_write_via_slow(ptr: *mut u8, len: usize, live: u32) -> *mut u8 {
-    let a = arena::unalias(ptr) as usize;
-    let base = arena::base() as usize;
-    if a < base || a >= base + arena::bytes() || len == 0 {
-        return ptr; // not arena memory (a reader's private copy of a snapshot block)
-    }
-    let off = (a - base) % arena::block_size();
-    let blk = (a - off) as *const u8;
-    if before_write_block_slow_via(blk, &[(off as u32, len as u32)], live, true) {
-        arena::alias_of(a as *const u8).unwrap_or(ptr)
-    } else {
-        ptr
+    match arena_range(ptr, len) {
+        Some((blk, off)) if before_write_block_slow_via(blk, &[(off, len as u32)], live, true) => {
+            arena::alias_of(blk.wrapping_add(off as usize)).unwrap_or(ptr)
+        }
+        _ => ptr,
     }
 }
 
 #[cold]
 fn before_write_slow(ptr: *const u8, len: usize, live: u32) {
-    let ptr = arena::unalias(ptr);
-    let base = arena::base() as usize;
-    let a = ptr as usize;
-    if a < base || a >= base + arena::bytes() || len == 0 {
-        return; // not arena memory (a reader's private copy of a snapshot block)
+    if let Some((blk, off)) = arena_range(ptr, len) {
+        before_write_block_slow(blk, &[(off, len as u32)], live);
     }
-    let bs = arena::block_size();
-    let off = (a - base) % bs;
-    before_write_block_slow((a - off) as *const u8, &[(off as u32, len as u32)], live);
+}
+
+/// The arena block (primary mapping) holding the `len` bytes at `ptr` (either mapping) and their
+/// offset in it; None for an empty range or memory outside the arena (a reader's private copy
+/// of a snapshot block).
+fn arena_range(ptr: *const u8, len: usize) -> Option<(*const u8, u32)> {
+    let a = arena::unalias(ptr) as usize;
+    let base = arena::base() as usize;
+    if a < base || a >= base + arena::bytes() || len == 0 {
+        return None;
+    }
+    let off = (a - base) % arena::block_size();
+    Some(((a - off) as *const u8, off as u32))
 }
 
 /// Before writing the ranges `ranges` (offset, length) of the arena block at `blk`:
