@@ -152,7 +152,6 @@ SET scoot.olap = on;
 SELECT count(*) >= 0 AS fresh_image FROM cr;
 RESET scoot.olap;
 DO $$ BEGIN FOR i IN 1..200 LOOP EXIT WHEN NOT EXISTS (SELECT FROM scoot.snapshots WHERE state <> 'newest'); PERFORM pg_sleep(0.05); END LOOP; END $$;
-CALL wait_horizon_free();
 VACUUM cr;
 CREATE TEMP TABLE cr_before AS
   SELECT (SELECT sum(blocks) FROM scoot.blocks WHERE relation = 'cr'::regclass) AS blocks,

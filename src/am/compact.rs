@@ -6,8 +6,8 @@
 //! being emptied, with new entries in every index (`ExecInsertIndexTuples`, as the executor
 //! does; unique and exclusion checks run as for an UPDATE). No trigger fires (as with VACUUM
 //! FULL or CLUSTER, the row's contents do not change). The move is WAL-logged like any update and
-//! rolls back with the transaction. A redirect (the root of a chain whose row a HOT update put in
-//! another block) is freed only when that row moves, so the row it leads to moves. Rows that
+//! rolls back with the transaction. A chain's root (whose row a HOT update may have put in another
+//! block) is freed only when that row moves, so the row it leads to moves. Rows that
 //! another transaction has locked or changed since the caller's snapshot are left where they are
 //! (no waiting); a transaction that started before the compaction and then updates a moved row
 //! behaves as with any concurrent update (READ COMMITTED follows the row to its new place;
@@ -26,7 +26,7 @@
 use crate::am::modify::{self, set_moving};
 use crate::am::tid_of;
 use crate::storage::arena;
-use crate::storage::block::{ST_NORMAL, ST_REDIRECT};
+use crate::storage::block::{F_HEAP_ONLY, ST_NORMAL, ST_REDIRECT};
 use crate::storage::modify as storage;
 use crate::storage::tabledir;
 use pgrx::bgworkers::*;
@@ -141,18 +141,18 @@ pub unsafe fn compact_rel(r: pg_sys::Relation, fill_below: f64, only_frozen: boo
                 };
                 for s in 0..hwm {
                     pg_sys::check_for_interrupts!();
-                    // A slot holding a row version moves that version (the fetch applies our
-                    // snapshot). A redirect is the root of a chain whose versions live
-                    // elsewhere (a HOT update that found the block full): the index entries
-                    // point at it, so it goes away only when the chain's row moves, wherever
-                    // that version lives (without this, blocks of redirects stayed sparse
-                    // forever and every compaction round picked them again).
+                    // A chain's root (a version the index entries point at, or the redirect
+                    // pruning left of it) goes away only when the chain's row moves, wherever
+                    // its visible version lives: a HOT update that found the block full put it
+                    // in another block (without this, blocks of such roots stayed sparse
+                    // forever and every compaction round picked them again). A heap-only
+                    // version moves itself. The fetch applies our snapshot.
                     let state = storage::lock(t, lb, false)
                         .filter(|l| storage::slot_in_range(l, s))
-                        .map(|l| l.row(s).state());
+                        .map(|l| (l.row(s).state(), l.row(s).has_flag(F_HEAP_ONLY)));
                     let (vb, vs) = match state {
-                        Some(ST_NORMAL) => (lb, s),
-                        Some(ST_REDIRECT) => {
+                        Some((ST_NORMAL, true)) => (lb, s),
+                        Some((ST_NORMAL | ST_REDIRECT, _)) => {
                             match crate::am::index::chain_visible(r, t, lb, s, snapshot) {
                                 Some(member) => member,
                                 None => continue,
