@@ -763,7 +763,7 @@ pub fn free_block(t: TableRef, b: u32, resize_file: bool) {
     d.temp.store(TEMP_HOT, Ordering::Relaxed);
     d.mod_count.fetch_add(1, Ordering::Relaxed);
     // a live snapshot may contain the block: keep its memory until no such snapshot is left
-    let zombie = cow::is_ready() && cow::ctl().live_epoch.load(Ordering::Acquire) != 0;
+    let zombie = cow::live_epoch().is_some();
     if zombie {
         d.zombie.store(
             cow::ctl().last_epoch.load(Ordering::Acquire).max(1),

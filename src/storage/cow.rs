@@ -668,19 +668,26 @@ fn preserve_page_by(p: u32, writer: bool) {
     unlock_page(p, live);
 }
 
+/// The epoch of the newest live snapshot, if any (the writers' fast-path check: None, and a
+/// write needs no pre-image).
+#[inline]
+pub fn live_epoch() -> Option<u32> {
+    if !is_ready() {
+        return None;
+    }
+    let live = ctl().live_epoch.load(Ordering::Acquire);
+    (live != 0).then_some(live)
+}
+
 /// Before writing `len` bytes at `ptr` (inside the arena): saves the pre-images of the pages
 /// touched for live snapshots, unless the block was allocated after all of them or the kernel
 /// traps this process's writes to it.
 #[inline]
 pub fn before_write(ptr: *const u8, len: usize) {
     crate::storage::changes::note(ptr, len);
-    if !is_ready() {
+    let Some(live) = live_epoch() else {
         return;
-    }
-    let live = ctl().live_epoch.load(Ordering::Acquire);
-    if live == 0 {
-        return;
-    }
+    };
     before_write_slow(ptr, len, live);
 }
 
@@ -690,13 +697,9 @@ pub fn before_write(ptr: *const u8, len: usize) {
 #[inline]
 pub fn before_write_via(ptr: *mut u8, len: usize) -> *mut u8 {
     crate::storage::changes::note(ptr, len);
-    if !is_ready() {
+    let Some(live) = live_epoch() else {
         return ptr;
-    }
-    let live = ctl().live_epoch.load(Ordering::Acquire);
-    if live == 0 {
-        return ptr;
-    }
+    };
     before_write_via_slow(ptr, len, live)
 }
 
@@ -743,13 +746,9 @@ fn arena_range(ptr: *const u8, len: usize) -> Option<(*const u8, u32)> {
 pub fn before_write_block_via(blk: *mut u8, ranges: &[(u32, u32)]) -> *mut u8 {
     let blk = arena::unalias(blk) as *mut u8;
     crate::storage::changes::note_block(blk, ranges);
-    if !is_ready() {
+    let Some(live) = live_epoch() else {
         return blk;
-    }
-    let live = ctl().live_epoch.load(Ordering::Acquire);
-    if live == 0 {
-        return blk;
-    }
+    };
     if before_write_block_slow_via(blk, ranges, live, true) {
         arena::alias_of(blk).unwrap_or(blk)
     } else {
