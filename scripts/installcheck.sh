@@ -15,7 +15,7 @@ rm -rf "$OUT"; mkdir -p "$OUT"
 P=0 F=0
 prepare_regress_dir "$SCOOT_REPO/sql" "$SCOOT_REPO/expected"
 if [ ${#REGRESS_TESTS[@]} -gt 0 ]; then
-  SUITE_KEEP_DIR=$OUT/regress regress_suite regress "$REGRESS_WORKDIR" existing "${REGRESS_TESTS[@]}"
+  SUITE_KEEP_DIR=$OUT/regress SUITE_SCHEDULE=$REGRESS_SCHEDULE regress_suite regress "$REGRESS_WORKDIR" existing "${REGRESS_TESTS[@]}"
   echo "pg_regress: $SUITE_PASSED passed, $SUITE_FAILED failed"
   P=$((P + SUITE_PASSED)) F=$((F + SUITE_FAILED))
 fi

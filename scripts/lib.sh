@@ -239,7 +239,11 @@ regress_suite() {
   chown -R postgres:postgres "$w"
   local rc=0 runner=()
   [ "$mode" = temp ] && runner=(runuser -u postgres --)
-  (cd "$w" && timeout -k 15 "${REGRESS_TIMEOUT:-1200}" "${runner[@]}" "$bin" "${args[@]}" "${tests[@]}") \
+  # SUITE_SCHEDULE: a pg_regress schedule that runs the tests (some at the same time) instead of
+  # the list, which then only names the tests to count
+  local run_tests=("${tests[@]}")
+  if [ -n "${SUITE_SCHEDULE:-}" ]; then args+=(--schedule="$SUITE_SCHEDULE"); run_tests=(); fi
+  (cd "$w" && timeout -k 15 "${REGRESS_TIMEOUT:-1200}" "${runner[@]}" "$bin" "${args[@]}" "${run_tests[@]}") \
     2>&1 | tee "$w/summary.txt" || rc=$?
   # a killed pg_regress leaves its temp postmaster behind
   if [ -f "$w/tmp_check/data/postmaster.pid" ]; then
@@ -288,6 +292,32 @@ prepare_regress_dir() {
   for f in $(cd "$sqldir" && LC_ALL=C ls -- *.sql 2>/dev/null); do
     f=${f%.sql}; [ "$f" = setup ] || REGRESS_TESTS+=("$f")
   done
+  # <sqldir>/schedule (pg_regress format: which tests run at the same time) -> REGRESS_SCHEDULE, a
+  # copy without the tests that have no .sql, plus a line of its own for each test it misses
+  REGRESS_SCHEDULE=
+  if [ -f "$sqldir/schedule" ]; then
+    local t listed
+    listed=$(sed -nE 's/^test:[[:space:]]*//p' "$sqldir/schedule" | tr -s ' \t' '\n\n')
+    for t in $listed; do
+      [ -f "$sqldir/$t.sql" ] || log "$sqldir/schedule: $t has no $t.sql (left out)"
+    done
+    while IFS= read -r l; do
+      case "$l" in
+        test:*)
+          local keep=()
+          for t in ${l#test:}; do [ -f "$sqldir/$t.sql" ] && keep+=("$t"); done
+          [ ${#keep[@]} -gt 0 ] && echo "test: ${keep[*]}" ;;
+        *) echo "$l" ;;
+      esac
+    done <"$sqldir/schedule" >"$w/schedule"
+    for t in "${REGRESS_TESTS[@]}"; do
+      if ! grep -qx -- "$t" <<<"$listed"; then
+        log "$sqldir/schedule does not list $t: it runs alone, last"
+        echo "test: $t" >>"$w/schedule"
+      fi
+    done
+    REGRESS_SCHEDULE=$w/schedule
+  fi
   chown -R postgres:postgres "$w"
   REGRESS_WORKDIR=$w
 }

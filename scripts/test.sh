@@ -104,7 +104,7 @@ if [ $BUILD_OK = 1 ] && want regress; then
   if [ ${#REGRESS_TESTS[@]} -eq 0 ]; then
     add_result pg_regress 0 0 "no sql/*.sql"
   else
-    SUITE_KEEP_DIR=$OUT/regress regress_suite regress "$REGRESS_WORKDIR" temp "${REGRESS_TESTS[@]}"
+    SUITE_KEEP_DIR=$OUT/regress SUITE_SCHEDULE=$REGRESS_SCHEDULE regress_suite regress "$REGRESS_WORKDIR" temp "${REGRESS_TESTS[@]}"
     add_result pg_regress "$SUITE_PASSED" "$SUITE_FAILED"
   fi
   keep_outputs regress "$REGRESS_WORKDIR"
