@@ -22,6 +22,8 @@ struct Capture {
     last: usize,
     /// `ranges` is sorted and merged in place when it grows to this many (see [`Capture::add`])
     compact_at: usize,
+    /// `ranges[..sorted]` is in ascending order of offsets (the result of the latest merge)
+    sorted: usize,
     before: Option<Vec<u8>>,
 }
 
@@ -36,7 +38,12 @@ impl Capture {
     /// caught here are merged by [`merge`] when the capture ends, or in place whenever the list
     /// grows to `compact_at` (a bulk load of a block keeps a list of about two ranges per
     /// column instead of two per cell). Searching more of the list for each write cost more
-    /// than sorting it (TPC-C writes whole rows into reused slots: nothing to extend).
+    /// than sorting it (TPC-C writes whole rows into reused slots: nothing to extend). Once the
+    /// list has been compacted, a write that misses both is looked up in the sorted part by
+    /// binary search: after a compaction the list is in offset order, not in the order a row
+    /// writes its ranges (its header and the zone map entries sit before the column regions),
+    /// so without the search every later cell of a bulk load was appended again and the list
+    /// sorted over and over (7% of a 9-column COPY).
     #[inline]
     fn add(&mut self, off: u32, len: u32) {
         let n = self.ranges.len();
@@ -52,6 +59,20 @@ impl Capture {
                     return;
                 }
             }
+            if self.sorted > 0 {
+                // the last sorted range that starts at or before `off` (extending a range keeps
+                // the starts in order)
+                let i = self.ranges[..self.sorted].partition_point(|r| r.0 <= off);
+                if i > 0 {
+                    let r = &mut self.ranges[i - 1];
+                    if off <= r.0 + r.1 {
+                        let end = (off + len).max(r.0 + r.1);
+                        r.1 = end - r.0;
+                        self.last = i - 1;
+                        return;
+                    }
+                }
+            }
         }
         self.last = n;
         self.ranges.push((off, len));
@@ -59,6 +80,7 @@ impl Capture {
             let r = merge(std::mem::take(&mut self.ranges));
             self.compact_at = (r.len() * 2).max(COMPACT_MIN);
             self.last = r.len().saturating_sub(1);
+            self.sorted = r.len();
             self.ranges = r;
         }
     }
@@ -197,6 +219,7 @@ pub fn begin(b: u32) {
             block: b,
             last: kept.len(),
             compact_at: (kept.len() * 2).max(COMPACT_MIN),
+            sorted: if kept.is_sorted() { kept.len() } else { 0 },
             ranges: kept,
             before,
         });
@@ -446,6 +469,7 @@ mod tests {
             ranges: Vec::new(),
             last: 0,
             compact_at: COMPACT_MIN,
+            sorted: 0,
             before: None,
         };
         let mut written = vec![false; size];
@@ -496,5 +520,59 @@ mod tests {
             }
         }
         assert_eq!(got, want);
+    }
+
+    /// A bulk load's pattern (each row: a validity byte and a cell in each of 9 column regions,
+    /// then its header near the block's start; now and then a zone map entry, also near the
+    /// start) stays a short list: after the first compaction puts the list in offset order, the
+    /// cells still extend their column's range (found by binary search) instead of being appended
+    /// one by one and sorted again and again. And the ranges are exactly the bytes written.
+    #[pg_test]
+    fn capture_of_a_bulk_load_stays_short() {
+        use super::{merge, Capture, COMPACT_MIN};
+        let mut c = Capture {
+            block: 0,
+            ranges: Vec::new(),
+            last: 0,
+            compact_at: COMPACT_MIN,
+            sorted: 0,
+            before: None,
+        };
+        let (rows, cols) = (12_000u32, 9u32);
+        let region = |col: u32| 200_000 + col * 100_000;
+        let (mut compactions, mut longest) = (0, 0);
+        let mut add = |c: &mut Capture, off: u32, len: u32| {
+            let before = c.ranges.len();
+            c.add(off, len);
+            if c.ranges.len() < before {
+                compactions += 1;
+            }
+            longest = longest.max(c.ranges.len());
+        };
+        for row in 0..rows {
+            for col in 0..cols {
+                add(&mut c, region(col) + row / 8, 1);
+                add(&mut c, region(col) + 2_000 + row * 8, 8);
+                if row % 97 == col {
+                    add(&mut c, 1_000 + col * 16, 16);
+                }
+            }
+            add(&mut c, 10_000 + row * 16, 16);
+        }
+        assert!(
+            compactions <= 1 && longest <= COMPACT_MIN,
+            "{compactions} compactions, up to {longest} ranges"
+        );
+        let mut want: Vec<(u32, u32)> = (0..cols)
+            .flat_map(|col| {
+                [
+                    (region(col), rows.div_ceil(8)),
+                    (region(col) + 2_000, rows * 8),
+                    (1_000 + col * 16, 16),
+                ]
+            })
+            .collect();
+        want.push((10_000, rows * 16));
+        assert_eq!(merge(std::mem::take(&mut c.ranges)), merge(want));
     }
 }
