@@ -142,11 +142,16 @@ fn to_scaled(p: &[u8], scale: u32, max_abs: i128, nan: i128) -> Option<i128> {
         return None;
     }
     let r = if v.neg { -acc } else { acc };
-    // only canonical inputs: what we would write back must be what we were given
-    let mut back = Vec::with_capacity(p.len());
-    from_scaled(r, scale, nan, &mut back);
-    (back == p).then_some(r)
+    // only canonical inputs: what we would write back must be what we were given (into a
+    // buffer kept for the backend: an allocation per value was 2% of a bulk load of numerics)
+    // SAFETY: a backend is single-threaded and nothing here re-enters to_scaled
+    let back = unsafe { &mut *(&raw mut TO_SCALED_BACK) };
+    from_scaled(r, scale, nan, back);
+    (back.as_slice() == p).then_some(r)
 }
+
+/// [`to_scaled`]'s buffer for the payload it writes back.
+static mut TO_SCALED_BACK: Vec<u8> = Vec::new();
 
 /// Appends to `rev` (from `*n` on, least significant first) the `nfrac` base-10000 digits of
 /// the scaled fraction `frac`, then those of the integer part `int`; returns how many the
