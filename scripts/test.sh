@@ -2,11 +2,13 @@
 # THE test command of pg_scoot (CI runs it through .ci/run; `make check` runs it too).
 #
 #   setup.sh -> [cargo pgrx test: #[pg_test] unit tests] -> scripts/install.sh (release package build, installed like PGXS)
-#   -> pg_regress suite (sql/, expected/)          own temp instance, scoot preloaded
+#   -> pg_regress suite (sql/schedule, expected/)  own temp instance, scoot preloaded
 #   -> isolation suite (sql-tests/isolation/)      own temp instance, scoot preloaded
 #   -> PostgreSQL's own core regression and isolation suites with default_table_access_method=scoot
 #      (sql-tests/pgcore/run.sh; failures outside sql-tests/pgcore/accepted_*.txt count as failed)
 #   -> scenarios (sql-tests/scenarios/*.sh|*.py)   one throw-away cluster, database scoot_test
+#                                                  (those marked "# scoot-test: background" run their
+#                                                  own clusters, alongside the others)
 #   -> one summary line "N passed, M failed"; exit status non-zero iff M > 0.
 #
 # N/M sum the pg_regress tests, isolation specs and scenarios. M also counts 1 for a failed build
@@ -163,8 +165,43 @@ if [ $BUILD_OK = 1 ] && want scenarios; then
       psql_q -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_scoot" || log "CREATE EXTENSION in postgres failed"
     fi
     export PGDATABASE=scoot_test SCOOT_REPO
+    # Scenarios marked "# scoot-test: background" run on clusters of their own: they start now
+    # and run alongside the others (the 100M-row scenario's COPY and VACUUM use one CPU of two,
+    # the pgbench-driven scenarios leave about half of the CPUs idle); their results come last.
+    bg_pids=() bg_names=()
+    for s in "${SCEN[@]}"; do
+      [ -n "$s" ] && grep -qx "# scoot-test: background" "sql-tests/scenarios/$s" || continue
+      case "$s" in *.py) runner=(python3) ;; *) runner=(bash) ;; esac
+      (
+        t1=$SECONDS rc=0
+        (cd sql-tests/scenarios && exec timeout -k 10 "${SCENARIO_TIMEOUT:-900}" "${runner[@]}" "$s" </dev/null) \
+          >"$OUT/scenarios/${s%.*}.log" 2>&1 || rc=$?
+        echo $((SECONDS - t1)) >"$OUT/scenarios/${s%.*}.secs"
+        exit $rc
+      ) &
+      bg_pids+=($!) bg_names+=("$s")
+      echo "scenario $s ... started in the background"
+    done
+    report_scenario() {   # report_scenario <name> <rc> <seconds> <log> <server log lines before>
+      local s=$1 rc=$2 secs=$3 slog=$4 lines_before=$5 why
+      if [ "$rc" -eq 0 ]; then
+        echo "scenario $s ... ok (${secs}s)"; sp=$((sp + 1))
+      else
+        why="exit $rc"; [ "$rc" -eq 124 ] && why="timeout ${SCENARIO_TIMEOUT:-900}s"
+        echo "scenario $s ... FAILED ($why, ${secs}s)"; sf=$((sf + 1))
+        if [ "${SCENARIO_VERBOSE:-0}" != 1 ]; then
+          echo "----- output (last 80 lines of $slog) -----"; tail -n 80 "$slog"
+        fi
+        if [ -n "$lines_before" ]; then
+          echo "----- server log during the scenario (ERROR/FATAL/PANIC, last 40) -----"
+          tail -n +"$((lines_before + 1))" "$SCOOT_CLUSTER_DIR/server.log" |
+            grep -E 'ERROR|FATAL|PANIC|TRAP|terminated by signal' | tail -n 40
+        fi
+      fi
+    }
     for s in "${SCEN[@]}"; do
       [ -n "$s" ] || continue
+      printf '%s\n' "${bg_names[@]}" | grep -qx -- "$s" && continue
       if ! cluster_is_up; then
         log "server is down (crash?): restarting"
         tail -n 30 "$SCOOT_CLUSTER_DIR/server.log"
@@ -183,18 +220,12 @@ if [ $BUILD_OK = 1 ] && want scenarios; then
       else
         (cd sql-tests/scenarios && timeout -k 10 "${SCENARIO_TIMEOUT:-900}" "${runner[@]}" "$s" </dev/null) >>"$slog" 2>&1 || rc=$?
       fi
-      if [ $rc -eq 0 ]; then
-        echo "scenario $s ... ok ($((SECONDS - t1))s)"; sp=$((sp + 1))
-      else
-        why="exit $rc"; [ $rc -eq 124 ] && why="timeout ${SCENARIO_TIMEOUT:-900}s"
-        echo "scenario $s ... FAILED ($why, $((SECONDS - t1))s)"; sf=$((sf + 1))
-        if [ "${SCENARIO_VERBOSE:-0}" != 1 ]; then
-          echo "----- output (last 80 lines of $slog) -----"; tail -n 80 "$slog"
-        fi
-        echo "----- server log during the scenario (ERROR/FATAL/PANIC, last 40) -----"
-        tail -n +"$((lines_before + 1))" "$SCOOT_CLUSTER_DIR/server.log" |
-          grep -E 'ERROR|FATAL|PANIC|TRAP|terminated by signal' | tail -n 40
-      fi
+      report_scenario "$s" "$rc" "$((SECONDS - t1))" "$slog" "$lines_before"
+    done
+    for i in "${!bg_pids[@]}"; do
+      s=${bg_names[$i]} rc=0
+      wait "${bg_pids[$i]}" || rc=$?
+      report_scenario "$s" "$rc" "$(cat "$OUT/scenarios/${s%.*}.secs" 2>/dev/null)" "$OUT/scenarios/${s%.*}.log" ""
     done
     cp "$SCOOT_CLUSTER_DIR/server.log" "$OUT/scenarios/server.log" 2>/dev/null
     add_result scenarios $sp $sf

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# scoot-test: background
 # No cap on rows: each table has its own TID address space. On an own cluster with a 16 GB arena:
 #  - a 100M-row narrow table is loaded with COPY (its TID pages go far beyond PostgreSQL's 1 GB
 #    segment of 131072 pages), gets a btree index, and answers index, bitmap (with prefetching,
