@@ -579,7 +579,13 @@ fn planner_samples_info() -> TableIterator<
                 samplecache::KIND_GROUPS => "group count",
                 _ => "other",
             };
-            (pg_sys::Oid::from(relid), k.to_string(), tuples, est, hits as i64)
+            (
+                pg_sys::Oid::from(relid),
+                k.to_string(),
+                tuples,
+                est,
+                hits as i64,
+            )
         })
         .collect();
     TableIterator::new(rows)

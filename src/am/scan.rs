@@ -726,7 +726,10 @@ pub fn set_join_filter(
             table,
             may_match: f,
             prefetch,
-            plain: keys.iter().map(|k| k.column().map(|c| (c, k.width))).collect(),
+            plain: keys
+                .iter()
+                .map(|k| k.column().map(|c| (c, k.width)))
+                .collect(),
             keys,
             checked: 0,
             removed: 0,

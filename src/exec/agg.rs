@@ -17,10 +17,10 @@
 //! output expression` (an aggregate; the expression in reverse Polish notation). Types: `i2`,
 //! `i4`, `i8` (integers, dates, timestamps by width), `dS` (numeric with scale S), `cW` (char(W)
 //! / varchar(W) stored in W bytes).
+use crate::exec::samplecache;
 use crate::storage::block::{
     BlockRef, ColDesc, KIND_ABSENT, KIND_CHARN, KIND_DEC128, KIND_DEC64, KIND_FIXED,
 };
-use crate::exec::samplecache;
 use crate::storage::encoding::{self, NAN128, NAN64};
 use crate::storage::filter::{BlockFilter, FilterOrder};
 use pgrx::pg_sys;
@@ -348,7 +348,11 @@ fn read_key_word(blk: BlockRef, c: &ColDesc, ty: Ty, s: u32, ki: usize, w: usize
                     (p as *const i128).read_unaligned()
                 } else {
                     let x = (p as *const i64).read_unaligned();
-                    if x == NAN64 { NAN128 } else { x as i128 }
+                    if x == NAN64 {
+                        NAN128
+                    } else {
+                        x as i128
+                    }
                 };
                 // NaN groups with NaN, as in PostgreSQL; the marker is one value
                 k.0[w] = v as u64;
@@ -660,7 +664,9 @@ impl Dense {
             }
             d.lo[w] = lo[w];
             d.len[w] = len as u64;
-            cells = cells.checked_mul(len as u64).filter(|&c| c <= DENSE_MAX_CELLS)?;
+            cells = cells
+                .checked_mul(len as u64)
+                .filter(|&c| c <= DENSE_MAX_CELLS)?;
         }
         d.cells = vec![0; cells as usize];
         for (g, k) in groups.keys.iter().enumerate() {
@@ -1173,9 +1179,8 @@ impl AggExec {
             (lo[ki], hi[ki]) = (z.min as i64, z.max as i64);
         }
         if let Some(d) = &self.dense {
-            let inside = (0..nk).all(|w| {
-                lo[w] >= d.lo[w] && (hi[w] as i128) < d.lo[w] as i128 + d.len[w] as i128
-            });
+            let inside = (0..nk)
+                .all(|w| lo[w] >= d.lo[w] && (hi[w] as i128) < d.lo[w] as i128 + d.len[w] as i128);
             if inside {
                 return true;
             }
@@ -1922,7 +1927,11 @@ const SAMPLE_ROWS: usize = 3000;
 /// engine reads them. Only row versions the planning statement's snapshot sees count (without
 /// an active snapshot, every version): a table whose keys were rewritten and not yet vacuumed
 /// holds the old keys too, in versions that form no group.
-fn sample_groups(t: crate::storage::tabledir::TableRef, keys: &[(usize, Ty)], ntuples: f64) -> Option<f64> {
+fn sample_groups(
+    t: crate::storage::tabledir::TableRef,
+    keys: &[(usize, Ty)],
+    ntuples: f64,
+) -> Option<f64> {
     use crate::storage::block::ST_NORMAL;
     let snap = unsafe {
         if pg_sys::ActiveSnapshotSet() {
@@ -1977,9 +1986,7 @@ fn sample_groups(t: crate::storage::tabledir::TableRef, keys: &[(usize, Ty)], nt
         // lines by order and item: 0.5M groups estimated of 1M rows, one row each in fact)
         for s in distinct_draws(picks[i], hwm, &mut next) {
             let h = l.row(s);
-            if h.state() != ST_NORMAL
-                || (!snap.is_null() && !crate::txn::mvcc::visible(h, snap))
-            {
+            if h.state() != ST_NORMAL || (!snap.is_null() && !crate::txn::mvcc::visible(h, snap)) {
                 continue;
             }
             let mut k: Key = ([0; KEY_WORDS], 0);
@@ -1995,7 +2002,12 @@ fn sample_groups(t: crate::storage::tabledir::TableRef, keys: &[(usize, Ty)], nt
     if n == 0 {
         return None;
     }
-    Some(duj1(n as f64, counts.len() as f64, counts.values().filter(|&&c| c == 1).count() as f64, ntuples))
+    Some(duj1(
+        n as f64,
+        counts.len() as f64,
+        counts.values().filter(|&&c| c == 1).count() as f64,
+        ntuples,
+    ))
 }
 
 /// `count` distinct numbers of `0..n` (all of them if `count >= n`) drawn at random by `next`: the
@@ -2049,7 +2061,11 @@ pub unsafe extern "C-unwind" fn scoot_agg_sample_groups(
         if sp.keys.is_empty() || ntuples < 1.0 {
             return -1.0;
         }
-        let keys: String = text.lines().filter(|l| l.starts_with("K ")).collect::<Vec<_>>().join(";");
+        let keys: String = text
+            .lines()
+            .filter(|l| l.starts_with("K "))
+            .collect::<Vec<_>>()
+            .join(";");
         let node = (*rel).rd_node;
         let ck = (u32::from(node.dbNode), u32::from(node.relNode), keys);
         if let Some((est, at)) = SAMPLED.with(|m| m.borrow().get(&ck).copied()) {
@@ -2059,15 +2075,22 @@ pub unsafe extern "C-unwind" fn scoot_agg_sample_groups(
         }
         // another backend's sample of about this many rows, else a sample of our own for all
         let id = samplecache::RelId::of(rel);
-        let (est, at) = match samplecache::get(samplecache::KIND_GROUPS, id, ck.2.as_bytes(), ntuples) {
-            Some((at, v)) => (v[0], at),
-            None => {
-                let t = crate::storage::tabledir::resolve(rel);
-                let est = sample_groups(t, &sp.keys, ntuples).unwrap_or(-1.0);
-                samplecache::put(samplecache::KIND_GROUPS, id, ck.2.as_bytes(), ntuples, [est, 0.0, 0.0, 0.0]);
-                (est, ntuples)
-            }
-        };
+        let (est, at) =
+            match samplecache::get(samplecache::KIND_GROUPS, id, ck.2.as_bytes(), ntuples) {
+                Some((at, v)) => (v[0], at),
+                None => {
+                    let t = crate::storage::tabledir::resolve(rel);
+                    let est = sample_groups(t, &sp.keys, ntuples).unwrap_or(-1.0);
+                    samplecache::put(
+                        samplecache::KIND_GROUPS,
+                        id,
+                        ck.2.as_bytes(),
+                        ntuples,
+                        [est, 0.0, 0.0, 0.0],
+                    );
+                    (est, ntuples)
+                }
+            };
         SAMPLED.with(|m| m.borrow_mut().insert(ck, (est, at)));
         est
     })
@@ -2081,10 +2104,19 @@ mod sample_tests {
     fn distinct_draws_never_repeat() {
         let mut x = 7u64;
         let mut next = || {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             x >> 17
         };
-        for (count, n) in [(22, 7200), (3000, 3000), (500, 600), (10, 3), (0, 5), (4, 0)] {
+        for (count, n) in [
+            (22, 7200),
+            (3000, 3000),
+            (500, 600),
+            (10, 3),
+            (0, 5),
+            (4, 0),
+        ] {
             let d = distinct_draws(count, n, &mut next);
             assert_eq!(d.len(), count.min(n) as usize);
             let set: std::collections::HashSet<u32> = d.iter().copied().collect();

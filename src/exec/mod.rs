@@ -125,7 +125,11 @@ fn olap_parallel_budget() -> pgrx::iter::TableIterator<
     let (cpus, busy) = unsafe { (scoot_online_cpus(), scoot_busy_sessions()) };
     let applies = scoot_olap_parallel_yield_applies();
     let max = unsafe { pg_sys::max_parallel_workers_per_gather };
-    let workers = if applies { max.min((cpus - busy).max(0)) } else { max };
+    let workers = if applies {
+        max.min((cpus - busy).max(0))
+    } else {
+        max
+    };
     pgrx::iter::TableIterator::once((cpus, busy, applies, workers))
 }
 
@@ -324,8 +328,11 @@ pub unsafe extern "C" fn scoot_scan_set_join_filter(
     let keys = if hashtable.is_null() || nkeys <= 0 || proglen <= 0 {
         Vec::new()
     } else {
-        parse_join_keys(unsafe { std::slice::from_raw_parts(prog, proglen as usize) }, nkeys as usize)
-            .unwrap_or_default()
+        parse_join_keys(
+            unsafe { std::slice::from_raw_parts(prog, proglen as usize) },
+            nkeys as usize,
+        )
+        .unwrap_or_default()
     };
     am::scan::set_join_filter(
         scan,

@@ -149,9 +149,9 @@ fn with_cache<R>(f: impl FnOnce(&mut Cache) -> R) -> Option<R> {
 impl Cache {
     /// The slot holding `key` (hashed) of kind `kind` on `rel`.
     fn slot_of(&self, kind: u32, rel: RelId, key: [u64; 2]) -> Option<usize> {
-        self.entries
-            .iter()
-            .position(|e| e.kind == kind && e.db == rel.db && e.relfile == rel.relfile && e.key == key)
+        self.entries.iter().position(|e| {
+            e.kind == kind && e.db == rel.db && e.relfile == rel.relfile && e.key == key
+        })
     }
 }
 
@@ -183,9 +183,7 @@ pub fn put(kind: u32, rel: RelId, key: &[u8], tuples: f64, vals: [f64; 4]) {
         let i = c
             .slot_of(kind, rel, k)
             .or_else(|| c.entries.iter().position(|e| e.kind == 0))
-            .unwrap_or_else(|| {
-                (0..ENTRIES).min_by_key(|&i| c.entries[i].used).unwrap_or(0)
-            });
+            .unwrap_or_else(|| (0..ENTRIES).min_by_key(|&i| c.entries[i].used).unwrap_or(0));
         c.entries[i] = Entry {
             kind,
             db: rel.db,

@@ -54,7 +54,11 @@ pub unsafe fn addin_shmem_init_lock() -> *mut pg_sys::LWLock {
 /// `ShmemInitStruct(name, size)` under `AddinShmemInitLock`, as a `shmem_startup_hook` does it:
 /// `attach(pointer, fresh)` runs with the lock held (`fresh`: this call created the struct, whose
 /// memory is not initialised).
-pub unsafe fn shmem_init_struct(name: &std::ffi::CStr, size: usize, attach: impl FnOnce(*mut u8, bool)) {
+pub unsafe fn shmem_init_struct(
+    name: &std::ffi::CStr,
+    size: usize,
+    attach: impl FnOnce(*mut u8, bool),
+) {
     unsafe {
         let lock = addin_shmem_init_lock();
         pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE);

@@ -485,7 +485,8 @@ pub fn select_would_read_image() -> bool {
         if !image_xact && !guc::OLAP.get() {
             return false;
         }
-        if pg_sys::RecoveryInProgress() || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32 {
+        if pg_sys::RecoveryInProgress() || pg_sys::XactIsoLevel >= pg_sys::XACT_SERIALIZABLE as i32
+        {
             return false;
         }
         !pg_sys::IsTransactionBlock() || pg_sys::XactReadOnly

@@ -933,7 +933,9 @@ pub fn eval_key(prog: &[KeyTok], mut value: impl FnMut(usize) -> Option<i64>) ->
                 stack[sp] = match *t {
                     KeyTok::Const(c) => c as i128,
                     _ => {
-                        let Some(v) = value(var) else { return KeyVal::Null };
+                        let Some(v) = value(var) else {
+                            return KeyVal::Null;
+                        };
                         var += 1;
                         v as i128
                     }
@@ -1119,14 +1121,23 @@ mod tests {
         use KeyTok::*;
         let run = |prog: &[KeyTok], vals: &[Option<i64>]| eval_key(prog, |i| vals[i]);
         // mod((w * i), 10000), int4
-        let ch = [Var(0, 4), Var(1, 4), Arith(b'*', 4), Const(10000), Arith(b'%', 4)];
+        let ch = [
+            Var(0, 4),
+            Var(1, 4),
+            Arith(b'*', 4),
+            Const(10000),
+            Arith(b'%', 4),
+        ];
         assert_eq!(run(&ch, &[Some(1), Some(12345)]), KeyVal::Val(2345));
         assert_eq!(run(&ch, &[Some(-3), Some(12345)]), KeyVal::Val(-7035)); // C's sign rule
         assert_eq!(run(&ch, &[None, Some(1)]), KeyVal::Null);
         assert_eq!(run(&ch, &[Some(1), None]), KeyVal::Null);
         // int4mul overflow
         assert_eq!(run(&ch, &[Some(65536), Some(32768)]), KeyVal::Error);
-        assert_eq!(run(&ch, &[Some(65535), Some(32768)]), KeyVal::Val(2147450880 % 10000));
+        assert_eq!(
+            run(&ch, &[Some(65535), Some(32768)]),
+            KeyVal::Val(2147450880 % 10000)
+        );
         // % by 0 is an error, by -1 is 0 (also for the minimum value)
         let m = [Var(0, 4), Var(1, 4), Arith(b'%', 4)];
         assert_eq!(run(&m, &[Some(5), Some(0)]), KeyVal::Error);
@@ -1138,14 +1149,26 @@ mod tests {
         assert_eq!(run(&p2, &[Some(32767)]), KeyVal::Error);
         let m8 = [Var(0, 8), Var(1, 8), Arith(b'-', 8)];
         assert_eq!(run(&m8, &[Some(i64::MIN), Some(1)]), KeyVal::Error);
-        assert_eq!(run(&m8, &[Some(i64::MIN + 1), Some(1)]), KeyVal::Val(i64::MIN));
+        assert_eq!(
+            run(&m8, &[Some(i64::MIN + 1), Some(1)]),
+            KeyVal::Val(i64::MIN)
+        );
         let mul8 = [Var(0, 8), Var(1, 8), Arith(b'*', 8)];
         assert_eq!(run(&mul8, &[Some(i64::MAX), Some(2)]), KeyVal::Error);
         assert_eq!(run(&mul8, &[Some(i64::MIN), Some(-1)]), KeyVal::Error);
-        assert_eq!(run(&mul8, &[Some(3037000499), Some(3037000499)]), KeyVal::Val(9223372030926249001));
+        assert_eq!(
+            run(&mul8, &[Some(3037000499), Some(3037000499)]),
+            KeyVal::Val(9223372030926249001)
+        );
         // casts: widening always fits, narrowing errs out of range
-        assert_eq!(run(&[Var(0, 8), Cast(4)], &[Some(i32::MAX as i64)]), KeyVal::Val(i32::MAX as i64));
-        assert_eq!(run(&[Var(0, 8), Cast(4)], &[Some(i32::MAX as i64 + 1)]), KeyVal::Error);
+        assert_eq!(
+            run(&[Var(0, 8), Cast(4)], &[Some(i32::MAX as i64)]),
+            KeyVal::Val(i32::MAX as i64)
+        );
+        assert_eq!(
+            run(&[Var(0, 8), Cast(4)], &[Some(i32::MAX as i64 + 1)]),
+            KeyVal::Error
+        );
         assert_eq!(run(&[Var(0, 4), Cast(2)], &[Some(-32769)]), KeyVal::Error);
         assert_eq!(run(&[Var(0, 2), Cast(8)], &[Some(-5)]), KeyVal::Val(-5));
         // malformed programs
