@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# scoot-test: background
 # OLAP snapshots under a full pgbench load, for each snapshot method (uffd, software, copy, and
 # uffd with every first write resolved by the worker's fault handler: scoot.uffd_writer_resolves =
 # off), each on its own cluster:
