@@ -62,7 +62,7 @@ impl Capture {
             if self.sorted > 0 {
                 // the last sorted range that starts at or before `off` (extending a range keeps
                 // the starts in order)
-                let i = self.ranges[..self.sorted].partition_point(|r| r.0 <= off);
+                let i = self.ranges[..self.sorted.min(n)].partition_point(|r| r.0 <= off);
                 if i > 0 {
                     let r = &mut self.ranges[i - 1];
                     if off <= r.0 + r.1 {
@@ -315,7 +315,11 @@ pub fn cut(b: u32) -> Vec<(u32, u32)> {
     unsafe {
         let active = &mut *(&raw mut ACTIVE);
         match active.iter_mut().rposition(|c| c.block == b) {
-            Some(i) => merge(std::mem::take(&mut active[i].ranges)),
+            Some(i) => {
+                let c = &mut active[i];
+                (c.last, c.sorted, c.compact_at) = (0, 0, COMPACT_MIN);
+                merge(std::mem::take(&mut c.ranges))
+            }
             None => Vec::new(),
         }
     }
@@ -359,6 +363,16 @@ pub fn reset() {
 /// Range vectors handed back by [`recycle`], reused by [`begin`]: a row write announces a range
 /// per column, and growing a fresh vector for every lock session showed in TPC-C's profile.
 static mut POOL: Vec<Vec<(u32, u32)>> = Vec::new();
+
+/// Runs `f` on the active capture of arena block `b` (tests).
+#[cfg(any(test, feature = "pg_test"))]
+fn active_capture_for_test<R>(b: u32, f: impl FnOnce(&mut Capture) -> R) -> R {
+    unsafe {
+        let active = &mut *(&raw mut ACTIVE);
+        let i = active.iter().rposition(|c| c.block == b).expect("no capture");
+        f(&mut active[i])
+    }
+}
 
 /// Gives a range vector (from [`end`]) back for reuse once its record is written.
 pub fn recycle(mut v: Vec<(u32, u32)>) {
@@ -574,5 +588,23 @@ mod tests {
             .collect();
         want.push((10_000, rows * 16));
         assert_eq!(merge(std::mem::take(&mut c.ranges)), merge(want));
+    }
+
+    /// `cut` (a change logged as an operation) empties a capture that had been compacted: the
+    /// writes after it start a new list (the sorted part of the old one is gone, not searched).
+    #[pg_test]
+    fn capture_cut_after_a_compaction() {
+        use super::{active_capture_for_test, begin, cut, end, COMPACT_MIN};
+        begin(7);
+        for k in 0..(COMPACT_MIN as u32 + 10) {
+            active_capture_for_test(7, |c| c.add(k * 4, 1));
+        }
+        assert!(active_capture_for_test(7, |c| c.sorted) > 0);
+        assert_eq!(cut(7).len(), COMPACT_MIN + 10);
+        for k in 0..3u32 {
+            active_capture_for_test(7, |c| c.add(1_000_000 + k * 4, 1));
+        }
+        let (ranges, _) = end(7);
+        assert_eq!(ranges, vec![(1_000_000, 1), (1_000_004, 1), (1_000_008, 1)]);
     }
 }
