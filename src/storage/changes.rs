@@ -453,6 +453,18 @@ pub fn unannounced(a: &[u8], b: &[u8], covered: &[(u32, u32)]) -> Vec<(u32, u32)
 mod tests {
     use pgrx::prelude::*;
 
+    /// A capture of no range yet (of arena block 0), outside the active list.
+    fn empty_capture() -> super::Capture {
+        super::Capture {
+            block: 0,
+            ranges: Vec::new(),
+            last: 0,
+            compact_at: super::COMPACT_MIN,
+            sorted: 0,
+            before: None,
+        }
+    }
+
     #[pg_test]
     fn merge_sorts_and_coalesces_in_place() {
         use super::merge;
@@ -476,16 +488,9 @@ mod tests {
     /// writes) checked against a byte map, with the compaction threshold crossed many times.
     #[pg_test]
     fn capture_add_covers_exactly_the_written_bytes() {
-        use super::{merge, Capture, COMPACT_MIN};
+        use super::merge;
         let size = 1 << 16;
-        let mut c = Capture {
-            block: 0,
-            ranges: Vec::new(),
-            last: 0,
-            compact_at: COMPACT_MIN,
-            sorted: 0,
-            before: None,
-        };
+        let mut c = empty_capture();
         let mut written = vec![false; size];
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
         let mut compactions = 0;
@@ -544,14 +549,7 @@ mod tests {
     #[pg_test]
     fn capture_of_a_bulk_load_stays_short() {
         use super::{merge, Capture, COMPACT_MIN};
-        let mut c = Capture {
-            block: 0,
-            ranges: Vec::new(),
-            last: 0,
-            compact_at: COMPACT_MIN,
-            sorted: 0,
-            before: None,
-        };
+        let mut c = empty_capture();
         let (rows, cols) = (12_000u32, 9u32);
         let region = |col: u32| 200_000 + col * 100_000;
         let (mut compactions, mut longest) = (0, 0);
