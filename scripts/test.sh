@@ -168,14 +168,17 @@ if [ $BUILD_OK = 1 ] && want scenarios; then
     # Scenarios marked "# scoot-test: background" run on clusters of their own: they start now
     # and run alongside the others (the 100M-row scenario's COPY and VACUUM use one CPU of two,
     # the pgbench-driven scenarios leave about half of the CPUs idle); their results come last.
+    run_scenario() {   # run_scenario <file>: the scenario's own exit status (124: timed out)
+      local runner=(bash)
+      case "$1" in *.py) runner=(python3) ;; esac
+      (cd sql-tests/scenarios && exec timeout -k 10 "${SCENARIO_TIMEOUT:-900}" "${runner[@]}" "$1" </dev/null)
+    }
     bg_pids=() bg_names=()
     for s in "${SCEN[@]}"; do
       [ -n "$s" ] && grep -qx "# scoot-test: background" "sql-tests/scenarios/$s" || continue
-      case "$s" in *.py) runner=(python3) ;; *) runner=(bash) ;; esac
       (
         t1=$SECONDS rc=0
-        (cd sql-tests/scenarios && exec timeout -k 10 "${SCENARIO_TIMEOUT:-900}" "${runner[@]}" "$s" </dev/null) \
-          >"$OUT/scenarios/${s%.*}.log" 2>&1 || rc=$?
+        run_scenario "$s" >"$OUT/scenarios/${s%.*}.log" 2>&1 || rc=$?
         echo $((SECONDS - t1)) >"$OUT/scenarios/${s%.*}.secs"
         exit $rc
       ) &
@@ -213,12 +216,11 @@ if [ $BUILD_OK = 1 ] && want scenarios; then
         echo "scenario $s ... FAILED (could not create database scoot_test)"; cat "$slog"
         sf=$((sf + 1)); continue
       fi
-      case "$s" in *.py) runner=(python3) ;; *) runner=(bash) ;; esac
       t1=$SECONDS rc=0
       if [ "${SCENARIO_VERBOSE:-0}" = 1 ]; then
-        (cd sql-tests/scenarios && timeout -k 10 "${SCENARIO_TIMEOUT:-900}" "${runner[@]}" "$s" </dev/null) 2>&1 | tee -a "$slog" || rc=$?
+        run_scenario "$s" 2>&1 | tee -a "$slog" || rc=$?
       else
-        (cd sql-tests/scenarios && timeout -k 10 "${SCENARIO_TIMEOUT:-900}" "${runner[@]}" "$s" </dev/null) >>"$slog" 2>&1 || rc=$?
+        run_scenario "$s" >>"$slog" 2>&1 || rc=$?
       fi
       report_scenario "$s" "$rc" "$((SECONDS - t1))" "$slog" "$lines_before"
     done
