@@ -41,7 +41,7 @@ for variant in uffd uffd_handler software copy; do
     "scoot.uffd_writer_resolves = $resolves"
   port=$((port + 1))
   pgbench_init 10
-  m=$(stat method)
+  m=$(worker_method)
   [ "$m" = "$method" ] || fail "scoot.snapshot_stats.method = '$m', want $method ($(stat method_reason))"
 
   # TPC-B load in 5 s rounds until the readers are done

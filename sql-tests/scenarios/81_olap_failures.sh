@@ -19,10 +19,12 @@ echo "--- 1. userfaultfd denied -> software"
 cc -O2 -o "$WORK/deny_uffd" "$HERE/helpers/deny_uffd.c" || fail "could not build helpers/deny_uffd.c"
 chmod 755 "$WORK/deny_uffd"
 SCOOT_PGCTL_WRAPPER="$WORK/deny_uffd" start_cluster deny 55520 "scoot.snapshot_method = 'uffd'"
-m=$(stat method); why=$(stat method_reason)
+m=$(worker_method); why=$(stat method_reason)
 echo "    method=$m reason: $why"
 [ "$m" = software ] || soft_fail "with userfaultfd denied the method is '$m', want software"
 case "$why" in *userfaultfd*) ;; *) soft_fail "the reason does not mention userfaultfd: '$why'" ;; esac
+# the worker logs the line just after it publishes the method
+for _ in $(seq 50); do grep -q "snapshot method software (userfaultfd unavailable" "$PGHOST/server.log" && break; sleep 0.1; done
 grep -q "snapshot method software (userfaultfd unavailable" "$PGHOST/server.log" ||
   soft_fail "the server log does not say why the worker uses software"
 q -c "CREATE TABLE dn (id int PRIMARY KEY, v int) USING scoot" -c "INSERT INTO dn SELECT g, g FROM generate_series(1, 10000) g"

@@ -50,6 +50,12 @@ stop_cluster() { bash "$CLUSTER_SH" stop "$PGHOST" --remove >/dev/null 2>&1; }
 q()  { "$BIN/psql" -X -v ON_ERROR_STOP=1 -qAt "$@"; }
 qo() { PGOPTIONS="-c scoot.olap=on ${OLAP_OPTS:-}" "$BIN/psql" -X -v ON_ERROR_STOP=1 -qAt "$@"; }
 stat() { q -c "SELECT $1 FROM scoot.snapshot_stats"; }
+# worker_method: the snapshot method once the OLAP worker has chosen it ('none' until the worker
+# has started; under a loaded CI machine that can take seconds after the cluster is up).
+worker_method() {
+  wait_for 60 "SELECT method <> 'none' FROM scoot.snapshot_stats" || echo "    (no method after 60 s)" >&2
+  stat method
+}
 
 # wait_for <seconds> <sql returning t>
 wait_for() {
