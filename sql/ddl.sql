@@ -228,6 +228,33 @@ ANALYZE ddl_stats (a);
 DELETE FROM ddl_stats WHERE a >= 50;
 ANALYZE ddl_stats;
 SELECT reltuples FROM pg_class WHERE relname = 'ddl_stats';
+-- more rows than ANALYZE's reservoir holds (30000 at the default statistics target): it
+-- classifies a page's rows under one lock and copies a row's columns only when it keeps the
+-- row, so every column of a kept row must still come from that row: c is a function of a
+-- (a dependency the extended statistics must find exact), b is NULL for a third of the rows
+CREATE TABLE ddl_stats_big (a int, b text, c int) USING scoot;
+INSERT INTO ddl_stats_big
+SELECT g % 1000, CASE WHEN g % 3 = 0 THEN NULL ELSE 'b' || g END, (g % 1000) * 7 % 1009
+FROM generate_series(1, 200000) g;
+CREATE STATISTICS ddl_stats_big_dep (dependencies) ON a, c FROM ddl_stats_big;
+ANALYZE ddl_stats_big;
+SELECT reltuples FROM pg_class WHERE relname = 'ddl_stats_big';
+SELECT dependencies FROM pg_stats_ext WHERE statistics_name = 'ddl_stats_big_dep';
+SELECT attname, round(null_frac::numeric, 1) AS null_frac, n_distinct FROM pg_stats
+WHERE tablename = 'ddl_stats_big' AND attname IN ('a', 'c') ORDER BY attname;
+SELECT round(null_frac::numeric, 1) AS null_frac_b FROM pg_stats WHERE tablename = 'ddl_stats_big' AND attname = 'b';
+-- rows this transaction deletes count as dead, rows it inserts as live (as heap counts them)
+BEGIN;
+DELETE FROM ddl_stats_big WHERE a < 500;
+INSERT INTO ddl_stats_big SELECT 5000, 'new', 0 FROM generate_series(1, 1000);
+ANALYZE ddl_stats_big;
+SELECT reltuples FROM pg_class WHERE relname = 'ddl_stats_big';
+-- and the sample holds none of the deleted rows, some of the new ones
+SELECT min(v) >= 500 AS no_deleted, max(v) = 5000 AS new_ones
+FROM pg_stats, unnest(coalesce(most_common_vals::text::int[], '{}') || coalesce(histogram_bounds::text::int[], '{}')) v
+WHERE tablename = 'ddl_stats_big' AND attname = 'a';
+ROLLBACK;
+DROP TABLE ddl_stats_big;
 
 -- CREATE TABLE AS / SELECT INTO / CREATE TABLE (LIKE)
 CREATE TABLE ddl_ctas USING scoot AS SELECT id, tt FROM ddl_s WHERE id < 50;

@@ -1671,53 +1671,81 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
         let rel = (*scan).rs_rd;
         let st = state(scan);
         let b = st.page / arena::vpb();
-        let Some(l) = storage::lock(st.t, b, false) else {
+        if st.page_next < st.page_end {
+            // first call for this page: classify all its rows under one shared lock (heap holds
+            // the buffer lock across a page's rows) and keep the ones to sample in the batch,
+            // without their columns: ANALYZE copies only the rows its reservoir keeps, and
+            // such a copy fills the batch's columns then (`extend_batch`). Kept rows cannot be
+            // pruned meanwhile: ANALYZE's snapshot holds the xmin horizon.
             ffi::exec_clear_tuple(slot);
-            return false;
-        };
-        while st.page_next < st.page_end {
-            let s = st.page_next;
-            st.page_next += 1;
-            let h = l.row(s);
-            if h.state() != ST_NORMAL {
-                if h.state() == block::ST_DEAD {
-                    *deadrows += 1.0;
-                }
-                continue;
-            }
-            let sample = match mvcc::htsv(h, oldest_xmin.into_inner()) {
-                Htsv::Live => {
-                    *liverows += 1.0;
-                    true
-                }
-                Htsv::Dead | Htsv::RecentlyDead => {
-                    *deadrows += 1.0;
-                    false
-                }
-                Htsv::InsertInProgress => {
-                    if mvcc::is_current(h.xmin) {
-                        *liverows += 1.0;
-                        true
-                    } else {
-                        false
-                    }
-                }
-                Htsv::DeleteInProgress => {
-                    if mvcc::is_current(mvcc::update_xid(h)) {
-                        *deadrows += 1.0;
-                        false
-                    } else {
-                        *liverows += 1.0;
-                        true
-                    }
-                }
+            let (lo, hi) = (st.page_next, st.page_end);
+            st.page_next = st.page_end;
+            st.bidx = 0;
+            let Some(l) = storage::lock(st.t, b, false) else {
+                st.batch.reset(b, 0);
+                return false;
             };
-            if sample {
-                super::store_row(rel, l.blk, b, s, slot);
-                return true;
+            st.batch.reset(b, l.blk.natts().min((*st.td).natts as usize));
+            for s in lo..hi.min(l.hwm()) {
+                let h = l.row(s);
+                if h.state() != ST_NORMAL {
+                    if h.state() == block::ST_DEAD {
+                        *deadrows += 1.0;
+                    }
+                    continue;
+                }
+                if analyze_sample(h, oldest_xmin.into_inner(), &mut *liverows, &mut *deadrows) {
+                    st.batch.push(s, h);
+                }
             }
+        }
+        if st.batch.lb == b && st.bidx < st.batch.len() {
+            let r = st.bidx;
+            st.bidx += 1;
+            let s = st.batch.rows[r];
+            crate::storage::slot::store_batch_row(
+                slot,
+                &mut *st.batch,
+                r,
+                crate::storage::tid_of(b, s),
+                (*rel).rd_id,
+            );
+            return true;
         }
         ffi::exec_clear_tuple(slot);
         false
     })
+}
+
+/// Counts row version `h` for ANALYZE as heap does (live or dead to `oldest_xmin`; rows being
+/// inserted or deleted by this transaction as they will be at its end) and says whether it is
+/// sampled.
+fn analyze_sample(h: &block::RowHdr, oldest_xmin: u32, live: &mut f64, dead: &mut f64) -> bool {
+    match mvcc::htsv(h, oldest_xmin) {
+        Htsv::Live => {
+            *live += 1.0;
+            true
+        }
+        Htsv::Dead | Htsv::RecentlyDead => {
+            *dead += 1.0;
+            false
+        }
+        Htsv::InsertInProgress => {
+            if mvcc::is_current(h.xmin) {
+                *live += 1.0;
+                true
+            } else {
+                false
+            }
+        }
+        Htsv::DeleteInProgress => {
+            if mvcc::is_current(mvcc::update_xid(h)) {
+                *dead += 1.0;
+                false
+            } else {
+                *live += 1.0;
+                true
+            }
+        }
+    }
 }
