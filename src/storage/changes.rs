@@ -51,11 +51,7 @@ impl Capture {
             let last = self.last.min(n - 1);
             let next = if last + 1 >= n { 0 } else { last + 1 };
             for i in [next, last] {
-                let r = &mut self.ranges[i];
-                if off >= r.0 && off <= r.0 + r.1 {
-                    let end = (off + len).max(r.0 + r.1);
-                    r.1 = end - r.0;
-                    self.last = i;
+                if self.extend(i, off, len) {
                     return;
                 }
             }
@@ -63,14 +59,8 @@ impl Capture {
                 // the last sorted range that starts at or before `off` (extending a range keeps
                 // the starts in order)
                 let i = self.ranges[..self.sorted.min(n)].partition_point(|r| r.0 <= off);
-                if i > 0 {
-                    let r = &mut self.ranges[i - 1];
-                    if off <= r.0 + r.1 {
-                        let end = (off + len).max(r.0 + r.1);
-                        r.1 = end - r.0;
-                        self.last = i - 1;
-                        return;
-                    }
+                if i > 0 && self.extend(i - 1, off, len) {
+                    return;
                 }
             }
         }
@@ -83,6 +73,18 @@ impl Capture {
             self.sorted = r.len();
             self.ranges = r;
         }
+    }
+
+    /// Extends range `i` to cover `[off, off + len)` if `off` lies in it or just after it.
+    #[inline]
+    fn extend(&mut self, i: usize, off: u32, len: u32) -> bool {
+        let r = &mut self.ranges[i];
+        if off < r.0 || off > r.0 + r.1 {
+            return false;
+        }
+        r.1 = (off + len).max(r.0 + r.1) - r.0;
+        self.last = i;
+        true
     }
 }
 
