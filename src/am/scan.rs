@@ -1652,6 +1652,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_block(
                 st.page = blockno;
                 st.page_next = lo;
                 st.page_end = hi;
+                st.bidx = usize::MAX;
                 true
             }
             None => false,
@@ -1670,8 +1671,8 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
     boundary(|| unsafe {
         let rel = (*scan).rs_rd;
         let st = state(scan);
-        let b = st.page / arena::vpb();
         if st.page_next < st.page_end {
+            let b = st.page / arena::vpb();
             // first call for this page: classify all its rows under one shared lock (heap holds
             // the buffer lock across a page's rows) and keep the ones to sample in the batch,
             // without their columns: ANALYZE copies only the rows its reservoir keeps, and
@@ -1686,6 +1687,10 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
                 return false;
             };
             st.batch.reset(b, l.blk.natts().min((*st.td).natts as usize));
+            // every row of a block VACUUM found all visible (and no write touched since) is
+            // live to a horizon that does not precede the mark
+            let vx = l.desc.vis_xid.load(std::sync::atomic::Ordering::Relaxed);
+            let all_live = vx != 0 && !mvcc::precedes(oldest_xmin.into_inner(), vx);
             for s in lo..hi.min(l.hwm()) {
                 let h = l.row(s);
                 if h.state() != ST_NORMAL {
@@ -1694,12 +1699,17 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
                     }
                     continue;
                 }
-                if analyze_sample(h, oldest_xmin.into_inner(), &mut *liverows, &mut *deadrows) {
+                if all_live {
+                    *liverows += 1.0;
+                    st.batch.push(s, h);
+                } else if analyze_sample(h, oldest_xmin.into_inner(), &mut *liverows, &mut *deadrows) {
                     st.batch.push(s, h);
                 }
             }
         }
-        if st.batch.lb == b && st.bidx < st.batch.len() {
+        // the current page's sampled rows (`scan_analyze_next_block` leaves none to return
+        // until the classification above has loaded them)
+        if st.bidx < st.batch.len() {
             let r = st.bidx;
             st.bidx += 1;
             let s = st.batch.rows[r];
@@ -1707,7 +1717,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
                 slot,
                 &mut *st.batch,
                 r,
-                crate::storage::tid_of(b, s),
+                crate::storage::tid_of(st.batch.lb, s),
                 (*rel).rd_id,
             );
             return true;
