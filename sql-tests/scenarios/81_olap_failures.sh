@@ -24,8 +24,9 @@ echo "    method=$m reason: $why"
 [ "$m" = software ] || soft_fail "with userfaultfd denied the method is '$m', want software"
 case "$why" in *userfaultfd*) ;; *) soft_fail "the reason does not mention userfaultfd: '$why'" ;; esac
 # the worker logs the line just after it publishes the method
-for _ in $(seq 50); do grep -q "snapshot method software (userfaultfd unavailable" "$PGHOST/server.log" && break; sleep 0.1; done
-grep -q "snapshot method software (userfaultfd unavailable" "$PGHOST/server.log" ||
+why_line="snapshot method software (userfaultfd unavailable"
+for _ in $(seq 50); do grep -qF "$why_line" "$PGHOST/server.log" && break; sleep 0.1; done
+grep -qF "$why_line" "$PGHOST/server.log" ||
   soft_fail "the server log does not say why the worker uses software"
 q -c "CREATE TABLE dn (id int PRIMARY KEY, v int) USING scoot" -c "INSERT INTO dn SELECT g, g FROM generate_series(1, 10000) g"
 r=$(OLAP_OPTS="-c scoot.snapshot_max_age=0" qo -c "SELECT count(*), sum(v) FROM dn" 2>&1)

@@ -1699,10 +1699,13 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
                     }
                     continue;
                 }
-                if all_live {
+                let sample = if all_live {
                     *liverows += 1.0;
-                    st.batch.push(s, h);
-                } else if analyze_sample(h, oldest_xmin.into_inner(), &mut *liverows, &mut *deadrows) {
+                    true
+                } else {
+                    analyze_sample(h, oldest_xmin.into_inner(), &mut *liverows, &mut *deadrows)
+                };
+                if sample {
                     st.batch.push(s, h);
                 }
             }
