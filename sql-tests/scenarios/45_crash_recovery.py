@@ -2,11 +2,13 @@
 """Crash loop: acknowledged commits on scoot tables survive SIGKILL of the whole server.
 
 Tables (all `USING scoot`, with indexes): `cr_acct(id PK, k, bal, note)`, `cr_hist(client, seq,
-delta, pad; PK (client, seq))`, a `cr_big` table of TOASTed values, and pgbench's own tables
+delta, pad; PK (client, seq))`, a `cr_big` table of TOASTed values, `cr_wide(id PK, n, c char(40),
+t text, u text)` whose updates change only `n` (their WAL records copy the other values from the
+old version within the block instead of carrying them), and pgbench's own tables
 (`pgbench -i -s 2` with default_table_access_method = scoot).
 
 Each iteration: 3 client threads run transfers (two UPDATEs of cr_acct + one INSERT into cr_hist
-per transaction, some with large text, some rolled back, some touching cr_big), while `pgbench`
+and two of cr_wide per transaction, some with large text, some rolled back, some touching cr_big), while `pgbench`
 runs TPC-B on its tables; after a random 0.5-3 s the postmaster and every server process are
 killed with SIGKILL (a machine crash for the processes; the WAL in the page cache survives,
 as after any process crash). Then the server is started again (crash recovery: checkpoint image +
@@ -15,6 +17,7 @@ scoot WAL) and:
     in-flight transaction per client may also be present; nothing rolled back is;
   * sum(bal) over cr_acct is 0 (every transfer moves money between two accounts), and every
     account's balance equals the sum of its cr_hist deltas;
+  * cr_wide: sum(n) is 0 and every row's c, t and u are exactly what they were loaded with;
   * pgbench: sum(abalance) = sum(tbalance) = sum(bbalance) = sum(delta) of pgbench_history;
   * index scans return what seq scans return (ids, k ranges, hist keys);
   * a CHECKPOINT at random moments (a redo start after the image) and VACUUMs are in the mix.
@@ -35,6 +38,9 @@ SEED = int(os.environ.get("CRASH_SEED", str(int(time.time()))))
 BIN = os.environ.get("SCOOT_BINDIR") or subprocess.run(
     ["pg_config", "--bindir"], capture_output=True, text=True).stdout.strip() or "/usr/lib/postgresql/15/bin"
 NACCT = 200
+# cr_wide's values c, t, u as expressions of its id {x} (`g` at load, `id` when checked)
+WIDE = ("md5({x}::text)", "repeat(md5({x}::text), 1 + {x} % 20)",
+        "CASE WHEN {x} % 7 = 0 THEN NULL ELSE 'u' || {x} || repeat('-', {x} % 50) END")
 NCLIENTS = 3
 rng = random.Random(SEED)
 print(f"seed {SEED}, {ITERS} iterations", flush=True)
@@ -112,7 +118,7 @@ def start():
 # ------------------------------------------------------------------ setup
 with connect() as c:
     c.execute("SET client_min_messages = warning")
-    for t in ("cr_acct", "cr_hist", "cr_big"):
+    for t in ("cr_acct", "cr_hist", "cr_big", "cr_wide"):
         c.execute(f"DROP TABLE IF EXISTS {t}")
     c.execute("CREATE TABLE cr_acct (id int PRIMARY KEY, k int, bal bigint NOT NULL, note text) USING scoot")
     c.execute("CREATE INDEX cr_acct_k ON cr_acct (k)")
@@ -120,6 +126,9 @@ with connect() as c:
     c.execute("CREATE TABLE cr_big (id int PRIMARY KEY, v text) USING scoot")
     c.execute(f"INSERT INTO cr_acct SELECT g, g % 17, 0, 'acct ' || g FROM generate_series(1, {NACCT}) g")
     c.execute("INSERT INTO cr_big SELECT g, repeat(md5(g::text), 200) FROM generate_series(1, 50) g")
+    c.execute("CREATE TABLE cr_wide (id int PRIMARY KEY, n bigint NOT NULL, c char(40), t text, u text) USING scoot")
+    c.execute("INSERT INTO cr_wide SELECT g, 0, {}, {}, {} FROM generate_series(1, {}) g".format(
+        *(e.format(x="g") for e in WIDE), NACCT))
 dbname = q("SELECT current_database()")[0][0]
 # the OLAP worker writes checkpoint images from snapshots while the clients run (every second
 # in even iterations): recovery then starts from an image taken in the middle of the load
@@ -154,6 +163,8 @@ def client(cid, stop, seed):
             try:
                 conn.execute("UPDATE cr_acct SET bal = bal + %s WHERE id = %s", (d, a))
                 conn.execute("UPDATE cr_acct SET bal = bal - %s, note = %s WHERE id = %s", (d, f"t{cid}.{seq}", b))
+                conn.execute("UPDATE cr_wide SET n = n + %s WHERE id = %s", (d, a))
+                conn.execute("UPDATE cr_wide SET n = n - %s WHERE id = %s", (d, b))
                 conn.execute("INSERT INTO cr_hist VALUES (%s, %s, %s, %s), (%s, %s, %s, %s)",
                              (cid, seq, d, pad, cid, -seq, -d, ""))
                 if r.random() < 0.05:
@@ -198,6 +209,10 @@ def check(it):
     s = q("SELECT sum(bal), count(*) FROM cr_acct")[0]
     if s[0] != 0 or s[1] != NACCT:
         fail(f"iteration {it}: cr_acct sum(bal) = {s[0]} over {s[1]} rows, want 0 over {NACCT}")
+    w = q("SELECT sum(n), count(*), count(*) FILTER (WHERE c IS DISTINCT FROM {} OR t IS DISTINCT FROM {} "
+          "OR u IS DISTINCT FROM {}) FROM cr_wide".format(*(e.format(x="id") for e in WIDE)))[0]
+    if w[0] != 0 or w[1] != NACCT or w[2] != 0:
+        fail(f"iteration {it}: cr_wide sum(n) = {w[0]} over {w[1]} rows (want 0 over {NACCT}), {w[2]} rows with values an update did not write")
     bad = q("SELECT count(*) FROM cr_hist WHERE seq > 0 AND NOT EXISTS (SELECT 1 FROM cr_hist h2 WHERE h2.client = cr_hist.client AND h2.seq = -cr_hist.seq)")[0][0]
     if bad:
         fail(f"iteration {it}: {bad} half transactions in cr_hist")

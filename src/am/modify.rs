@@ -393,6 +393,8 @@ pub unsafe extern "C-unwind" fn tuple_update(
                     storage::set_xmax(l, ns, cx, cbits, false, None);
                 }
                 if l.lb == lb {
+                    // the WAL record may copy the new version's unchanged values from the old
+                    crate::storage::changes::note_copy(l.ab, ns, s);
                     for (x, md) in link_old(l, s, lb, ns, hot, xid) {
                         carry_late_locker(l, ns, x, md);
                     }

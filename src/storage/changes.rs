@@ -25,6 +25,9 @@ struct Capture {
     /// `ranges[..sorted]` is in ascending order of offsets (the result of the latest merge)
     sorted: usize,
     before: Option<Vec<u8>>,
+    /// rows written in this session as a new version of a row of the same block: (new slot,
+    /// old slot), see [`note_copy`]
+    copies: Vec<(u32, u32)>,
 }
 
 /// Ranges a capture collects before it first sorts and merges them.
@@ -224,6 +227,7 @@ pub fn begin(b: u32) {
             sorted: if kept.is_sorted() { kept.len() } else { 0 },
             ranges: kept,
             before,
+            copies: Vec::new(),
         });
         NACTIVE = active.len();
     }
@@ -300,6 +304,7 @@ pub fn end(b: u32) -> (Vec<(u32, u32)>, Vec<(u32, u32)>) {
         };
         let c = active.remove(i);
         NACTIVE = active.len();
+        ENDED_COPIES = (b, c.copies);
         let ranges = merge(c.ranges);
         let mut missed = Vec::new();
         if let Some(before) = c.before {
@@ -307,6 +312,40 @@ pub fn end(b: u32) -> (Vec<(u32, u32)>, Vec<(u32, u32)>) {
             missed = unannounced(&before, now, &ranges);
         }
         (ranges, missed)
+    }
+}
+
+/// The copy hints of the capture [`end`] or [`cut`] ended last: (arena block, (new slot, old
+/// slot) pairs). Every record of changed ranges is written right after one of them.
+static mut ENDED_COPIES: (u32, Vec<(u32, u32)>) = (u32::MAX, Vec::new());
+
+/// Row `new_slot` of arena block `b`, written under the current exclusive lock of `b`, is the
+/// new version of row `old_slot` of the same block (an UPDATE). The logger may then describe
+/// the new row's bytes that equal the old version's as copies of them instead of carrying them
+/// (a customer row's 500-byte `c_data` that an UPDATE of its balance repeats): redo copies
+/// them within the block. Only a hint: without it the bytes are logged as they are.
+pub fn note_copy(b: u32, new_slot: u32, old_slot: u32) {
+    if unsafe { NACTIVE } == 0 || new_slot == old_slot {
+        return;
+    }
+    unsafe {
+        let active = &mut *(&raw mut ACTIVE);
+        if let Some(c) = active.iter_mut().rev().find(|c| c.block == b) {
+            c.copies.push((new_slot, old_slot));
+        }
+    }
+}
+
+/// Takes the copy hints of the capture of arena block `b` that ended last (see [`note_copy`]);
+/// empty if the last ended capture was another block's.
+pub fn take_copies(b: u32) -> Vec<(u32, u32)> {
+    unsafe {
+        let e = &mut *(&raw mut ENDED_COPIES);
+        if e.0 != b {
+            return Vec::new();
+        }
+        e.0 = u32::MAX;
+        std::mem::take(&mut e.1)
     }
 }
 
@@ -320,6 +359,7 @@ pub fn cut(b: u32) -> Vec<(u32, u32)> {
             Some(i) => {
                 let c = &mut active[i];
                 (c.last, c.sorted, c.compact_at) = (0, 0, COMPACT_MIN);
+                ENDED_COPIES = (b, std::mem::take(&mut c.copies));
                 merge(std::mem::take(&mut c.ranges))
             }
             None => Vec::new(),
@@ -359,6 +399,7 @@ pub fn reset() {
         NACTIVE = 0;
         CONFLICT_XID = 0;
         DEFER_BLOCK = u32::MAX;
+        ENDED_COPIES = (u32::MAX, Vec::new());
     }
 }
 
@@ -464,6 +505,7 @@ mod tests {
             compact_at: super::COMPACT_MIN,
             sorted: 0,
             before: None,
+            copies: Vec::new(),
         }
     }
 
