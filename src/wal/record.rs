@@ -662,6 +662,21 @@ fn table_for(key: &RelKey) -> TableRef {
     tabledir::lookup(key).unwrap_or_else(|| tabledir::create(key, 0, b'p'))
 }
 
+/// Writes a BLOCK record's runs into `block` (its bytes before the record), then its copies
+/// (a copy's source is outside everything the record changes). Bounds were checked.
+pub fn write_runs(block: &mut [u8], r: &BlockRec) {
+    for &(off, len, data) in &r.runs {
+        let dst = &mut block[off as usize..off as usize + len as usize];
+        match data {
+            Some(d) => dst.copy_from_slice(d),
+            None => dst.fill(0),
+        }
+    }
+    for &(dst, len, src) in &r.copies {
+        block.copy_within(src as usize..src as usize + len as usize, dst as usize);
+    }
+}
+
 /// Applies one scoot record (`info` & INFO_MASK, its main data). `hot`: queries may read the
 /// arena meanwhile (a hot standby): blocks are changed under their exclusive lock and the
 /// table's size is kept current; otherwise (start-up, crash recovery) nothing else runs.
@@ -698,7 +713,9 @@ pub fn apply(info: u8, data: &[u8], hot: bool) -> Result<(), String> {
                     r.meta
                 ));
             }
-            if r.runs.iter().any(|(off, len, _)| off + len > bs)
+            if r.runs
+                .iter()
+                .any(|&(off, len, _)| off as u64 + len as u64 > bs as u64)
                 || r.copies.iter().any(|&(d, l, s)| {
                     d as u64 + l as u64 > bs as u64 || s as u64 + l as u64 > bs as u64
                 })
@@ -736,24 +753,12 @@ pub fn apply(info: u8, data: &[u8], hot: bool) -> Result<(), String> {
             let p = arena::block_ptr(b);
             {
                 let _g = hot.then(|| desc.exclusive());
-                for (off, len, data) in &r.runs {
-                    unsafe {
-                        match data {
-                            Some(d) => std::ptr::copy_nonoverlapping(
-                                d.as_ptr(),
-                                p.add(*off as usize),
-                                *len as usize,
-                            ),
-                            None => std::ptr::write_bytes(p.add(*off as usize), 0, *len as usize),
-                        }
-                    }
-                }
-                // after the runs (a source is outside everything the record changes)
-                for &(dst, len, src) in &r.copies {
-                    unsafe {
-                        std::ptr::copy(p.add(src as usize), p.add(dst as usize), len as usize);
-                    }
-                }
+                // SAFETY: the block is ours (exclusively locked on a hot standby); the runs and
+                // copies were checked to lie inside it
+                write_runs(
+                    unsafe { std::slice::from_raw_parts_mut(p, bs as usize) },
+                    &r,
+                );
                 r.meta.apply(desc);
                 desc.mod_count.fetch_add(1, Ordering::Relaxed);
             }
@@ -1042,18 +1047,22 @@ mod tests {
             temp: 0,
             layout_sig: 1,
         };
-        let mut out = Vec::new();
-        encode_block_v_into(
-            &mut out,
-            &mut Vec::new(),
-            &key,
-            3,
-            0,
-            &meta,
-            &after,
-            &rest,
-            &copies,
-        );
+        let vx = |ranges: &[(u32, u32)], copies: &[(u32, u32, u32)]| {
+            let mut out = Vec::new();
+            encode_block_v_into(
+                &mut out,
+                &mut Vec::new(),
+                &key,
+                3,
+                0,
+                &meta,
+                &after,
+                ranges,
+                copies,
+            );
+            out
+        };
+        let out = vx(&rest, &copies);
         let plain = encode_block_v(&key, 3, 0, &meta, &after, &ranges);
         assert!(
             out.len() + 40 < plain.len(),
@@ -1068,16 +1077,7 @@ mod tests {
         let r = decode_block_vx(&out, true).expect("decodes");
         assert_eq!(r.copies, copies);
         let mut redo = before.clone();
-        for (off, len, d) in &r.runs {
-            let dst = &mut redo[*off as usize..(*off + *len) as usize];
-            match d {
-                Some(d) => dst.copy_from_slice(d),
-                None => dst.fill(0),
-            }
-        }
-        for &(d, l, s) in &r.copies {
-            redo.copy_within(s as usize..(s + l) as usize, d as usize);
-        }
+        write_runs(&mut redo, &r);
         assert!(redo == after, "redo did not rebuild the block");
         for cut in [1usize, 3, 7] {
             assert!(decode_block_vx(&out[..out.len() - cut], true).is_none());
@@ -1085,18 +1085,7 @@ mod tests {
         assert!(describe(XLOG_SCOOT_BLOCK_VX, &out).ends_with("copies 2 copied 64"));
         assert_eq!(identify(XLOG_SCOOT_BLOCK_VXC), c"BLOCK+COPY+CONFLICT");
         // a copy past the block's end is refused before anything is written
-        let mut bad = Vec::new();
-        encode_block_v_into(
-            &mut bad,
-            &mut Vec::new(),
-            &key,
-            3,
-            0,
-            &meta,
-            &after,
-            &[],
-            &[(u32::MAX - 8, 64, 0)],
-        );
+        let bad = vx(&[], &[(u32::MAX - 8, 64, 0)]);
         assert!(apply(XLOG_SCOOT_BLOCK_VX, &bad, false).is_err());
     }
 
@@ -1146,13 +1135,7 @@ mod tests {
             for &(off, len) in &ranges {
                 rebuilt[off as usize..(off + len) as usize].fill(0xff);
             }
-            for (off, len, d) in &r.runs {
-                let dst = &mut rebuilt[*off as usize..(*off + *len) as usize];
-                match d {
-                    Some(d) => dst.copy_from_slice(d),
-                    None => dst.fill(0),
-                }
-            }
+            write_runs(&mut rebuilt, &r);
             for &(off, len) in &ranges {
                 assert_eq!(
                     &rebuilt[off as usize..(off + len) as usize],
