@@ -966,6 +966,32 @@ mod tests {
         b
     }
 
+    /// A table key and block descriptor for encoding tests.
+    fn sample_key_meta() -> (RelKey, BlockMeta) {
+        let key = RelKey {
+            spc: 1663,
+            db: 16384,
+            rel: 4_000_000_123,
+            backend: -1,
+        };
+        let meta = BlockMeta {
+            local: 7,
+            hwm: 291,
+            nfree: 3,
+            capacity: 2000,
+            free_hint: 5,
+            var_low: 40000,
+            var_dead: 12,
+            fixed_end: 300,
+            ndead: 1,
+            obsolete: 2,
+            vis_xid: 3_000_000_000,
+            temp: 1,
+            layout_sig: 0xdead_beef_0123_4567,
+        };
+        (key, meta)
+    }
+
     /// Copy runs: only the parts of a candidate inside the changed ranges, only with a source
     /// untouched by the record and equal bytes; what stays data is the ranges minus the copies;
     /// redo (runs, then copies) on the block as it was before the change rebuilds it exactly.
@@ -1026,27 +1052,7 @@ mod tests {
         assert_eq!(c3, vec![(2000, 60, 1000)]);
         assert!(r3.is_empty());
         // encode as BLOCK_VX, decode, replay on the old bytes
-        let key = RelKey {
-            spc: 1663,
-            db: 5,
-            rel: 77,
-            backend: -1,
-        };
-        let meta = BlockMeta {
-            local: 0,
-            hwm: 2,
-            nfree: 0,
-            capacity: 10,
-            free_hint: 0,
-            var_low: 4000,
-            var_dead: 0,
-            fixed_end: 100,
-            ndead: 0,
-            obsolete: 0,
-            vis_xid: 0,
-            temp: 0,
-            layout_sig: 1,
-        };
+        let (key, meta) = sample_key_meta();
         let vx = |ranges: &[(u32, u32)], copies: &[(u32, u32, u32)]| {
             let mut out = Vec::new();
             encode_block_v_into(
@@ -1091,27 +1097,7 @@ mod tests {
 
     #[pg_test]
     fn block_records_round_trip() {
-        let key = RelKey {
-            spc: 1663,
-            db: 16384,
-            rel: 4_000_000_123,
-            backend: -1,
-        };
-        let meta = BlockMeta {
-            local: 7,
-            hwm: 291,
-            nfree: 3,
-            capacity: 2000,
-            free_hint: 5,
-            var_low: 40000,
-            var_dead: 12,
-            fixed_end: 300,
-            ndead: 1,
-            obsolete: 2,
-            vis_xid: 3_000_000_000,
-            temp: 1,
-            layout_sig: 0xdead_beef_0123_4567,
-        };
+        let (key, meta) = sample_key_meta();
         let block = sample_block();
         let ranges = [(0u32, 300u32), (300, 1000), (40000, 10)];
         for compact in [false, true] {
