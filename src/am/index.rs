@@ -489,17 +489,22 @@ struct IndexFetch {
     /// holds the block's lock, instead of locking it again when the slot is read (all columns
     /// before [`set_fetch_columns`])
     eager: usize,
+    /// fetched for an index-only scan ([`set_index_only`]): the row's values are not wanted,
+    /// only whether a version is visible, so a root in an all-visible block needs no fetch
+    index_only: bool,
+    /// fetches answered that way since [`take_skipped`] last asked (EXPLAIN's "Heap Fetches")
+    skipped: u64,
 }
 
 thread_local! {
     /// Columns for the next index fetch begun on a table (see [`set_pending_columns`]).
-    static PENDING_COLUMNS: std::cell::RefCell<Option<(pg_sys::Oid, Vec<bool>)>> =
+    static PENDING_COLUMNS: std::cell::RefCell<Option<(pg_sys::Oid, Vec<bool>, bool)>> =
         const { std::cell::RefCell::new(None) };
 }
 
 /// The next [`index_fetch_begin`] on table `relid` starts with [`set_fetch_columns`]`(mask)`
 /// (an index scan node about to begin its scan; `None` withdraws it).
-pub fn set_pending_columns(p: Option<(pg_sys::Oid, Vec<bool>)>) {
+pub fn set_pending_columns(p: Option<(pg_sys::Oid, Vec<bool>, bool)>) {
     PENDING_COLUMNS.with(|c| *c.borrow_mut() = p);
 }
 
@@ -515,6 +520,100 @@ pub unsafe fn set_fetch_columns(data: *mut pg_sys::IndexFetchTableData, mask: &[
         f.masked = true;
         f.eager = mask.iter().rposition(|&m| m).map(|i| i + 1).unwrap_or(0);
     }
+}
+
+/// This fetch serves an index-only scan: the node only asks whether the entry's row is visible
+/// and clears the slot at once, so [`index_fetch_tuple`] may answer from the block's all-visible
+/// horizon without reading the row (see [`root_all_visible`]).
+pub unsafe fn set_index_only(data: *mut pg_sys::IndexFetchTableData) {
+    unsafe { (*(data as *mut IndexFetch)).index_only = true }
+}
+
+/// Is this fetch marked by [`set_index_only`]?
+pub unsafe fn is_index_only(data: *mut pg_sys::IndexFetchTableData) -> bool {
+    unsafe { (*(data as *mut IndexFetch)).index_only }
+}
+
+/// Fetches answered without reading the row since the last call (and resets the count).
+pub unsafe fn take_skipped(data: *mut pg_sys::IndexFetchTableData) -> u64 {
+    unsafe { std::mem::take(&mut (*(data as *mut IndexFetch)).skipped) }
+}
+
+/// Does the index entry (local block `lb`, slot `s`) name a chain with a version that every MVCC
+/// snapshot with xmin `xmin` sees, by all-visible horizons alone (no lock, no row read beyond
+/// headers)? What heap's index-only scans learn from the visibility map: `BlockDesc::vis_xid` is
+/// set by VACUUM (and the freezer) only when every row version of the block is visible to every
+/// snapshot whose xmin does not precede it, and cleared under the block's lock by every change
+/// of a row's visibility (insert, delete, update, lock, a speculative insertion's end, a copied
+/// header) before that lock is released.
+///
+/// Why no lock is needed (nodeIndexonlyscan.c's argument for the visibility map): an entry
+/// this scan read in the index was inserted after its row was placed and the block's horizon
+/// cleared, and the index page's lock orders that insert before this read, so a new row is
+/// never taken for an old one. A deletion or update the horizon does not reflect yet is not
+/// visible to the scan's snapshot anyway (it committed after the snapshot was taken, or it is
+/// this transaction's own later command, which cleared the horizon before the snapshot of any
+/// later command of it). The entry keeps its slot meanwhile: VACUUM removes index entries
+/// before it frees slots, and cannot remove those of the index page an index-only scan holds
+/// pinned.
+///
+/// The root is a plain row (visible to all, so not replaced by a committed update: the chain's
+/// version), or a redirect to a heap-only version (an updated row whose older versions VACUUM
+/// removed) whose own block is all visible too; a redirect can change under a pruning backend
+/// without its block's horizon changing (the chain's dead members may lie in other blocks), so
+/// it is read again after its target was judged, and must not have moved. Anything else (a dead
+/// or free root, a slot above the high-water mark): the caller fetches.
+pub fn root_all_visible(t: TableRef, lb: u32, s: u32, xmin: u32) -> bool {
+    let Some(blk) = all_visible_block(t, lb, s, xmin) else {
+        return false;
+    };
+    let h = read_hdr(blk, s);
+    match h.state() {
+        ST_NORMAL => !h.has_flag(F_HEAP_ONLY),
+        ST_REDIRECT => {
+            let Some((tb, ts)) = redirect_target(&h) else {
+                return false;
+            };
+            let Some(tblk) = all_visible_block(t, tb, ts, xmin) else {
+                return false;
+            };
+            let m = read_hdr(tblk, ts);
+            if m.state() != ST_NORMAL || !m.has_flag(F_HEAP_ONLY) {
+                return false;
+            }
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            let again = read_hdr(blk, s);
+            again.state() == ST_REDIRECT && redirect_target(&again) == Some((tb, ts))
+        }
+        _ => false,
+    }
+}
+
+/// Local block `lb` of `t`, if it exists, its all-visible horizon covers snapshots with xmin
+/// `xmin`, and slot `s` lies below its high-water mark.
+fn all_visible_block(
+    t: TableRef,
+    lb: u32,
+    s: u32,
+    xmin: u32,
+) -> Option<crate::storage::block::BlockRef> {
+    use crate::storage::arena;
+    use std::sync::atomic::Ordering;
+    let ab = tabledir::arena_block(t, lb)?;
+    let d = arena::block_desc(ab);
+    let vx = d.vis_xid.load(Ordering::Acquire);
+    if vx == 0 || mvcc::precedes(xmin, vx) || s >= d.hwm.load(Ordering::Acquire) {
+        return None;
+    }
+    Some(crate::storage::block::BlockRef {
+        base: arena::block_ptr(ab),
+    })
+}
+
+/// A copy of row `s`'s version header, read without the block's lock (volatile: each call
+/// reads memory again).
+fn read_hdr(blk: crate::storage::block::BlockRef, s: u32) -> RowHdr {
+    unsafe { std::ptr::read_volatile(blk.row(s) as *const RowHdr) }
 }
 
 /// Has [`set_fetch_columns`] been called on this fetch?
@@ -558,6 +657,8 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         b.ctx = f as *mut c_void;
         (*f).batch = super::scan::new_holder_boxed(b);
         (*f).masked = false;
+        (*f).index_only = false;
+        (*f).skipped = 0;
         // an index scan node names its columns as it begins its scan (pending, src/exec); any
         // other fetch copies every column under the chain walk's lock: copying them later would
         // lock the block again
@@ -565,12 +666,13 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
         let pending = PENDING_COLUMNS.with(|c| {
             let mut c = c.borrow_mut();
             match c.as_ref() {
-                Some((relid, _)) if *relid == (*rel).rd_id => c.take().map(|p| p.1),
+                Some((relid, _, _)) if *relid == (*rel).rd_id => c.take().map(|p| (p.1, p.2)),
                 _ => None,
             }
         });
-        if let Some(mask) = pending {
+        if let Some((mask, index_only)) = pending {
             set_fetch_columns(f as *mut pg_sys::IndexFetchTableData, &mask);
+            (*f).index_only = index_only;
         }
         f as *mut pg_sys::IndexFetchTableData
     })
@@ -628,6 +730,24 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
         }
         f.img_snap = std::ptr::null_mut();
         super::snapread::live_read(snapshot);
+        // an index-only scan's entry whose row is visible to all: no fetch (the visibility map's
+        // role; serializable transactions fetch, for their predicate locks)
+        if f.index_only
+            && !continuing
+            && ffi::is_mvcc_snapshot(snapshot)
+            && !ffi::isolation_is_serializable()
+        {
+            if let Some((rb, rs)) = super::decode_tid(tid) {
+                if root_all_visible(t, rb, rs, (*snapshot).xmin.into_inner()) {
+                    // the node clears the slot itself (it holds no row now: cleared after the
+                    // previous fetch)
+                    f.skipped += 1;
+                    f.last = None;
+                    *call_again = false;
+                    return true;
+                }
+            }
+        }
         let (rb, rs) = if continuing && f.last.is_some() {
             f.root
         } else {

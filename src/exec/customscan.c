@@ -2479,7 +2479,11 @@ scoot_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
 extern void scoot_bitmap_set_columns(TableScanDesc scan, const bool *mask, int natts);
 extern void scoot_index_fetch_set_columns(struct IndexFetchTableData *fetch, const bool *mask, int natts);
 extern bool scoot_index_fetch_columns_set(struct IndexFetchTableData *fetch);
-extern void scoot_index_fetch_pending_columns(Oid relid, const bool *mask, int natts);
+extern void scoot_index_fetch_set_index_only(struct IndexFetchTableData *fetch);
+extern bool scoot_index_fetch_is_index_only(struct IndexFetchTableData *fetch);
+extern uint64 scoot_index_fetch_take_skipped(struct IndexFetchTableData *fetch);
+extern void scoot_index_fetch_pending_columns(Oid relid, const bool *mask, int natts,
+											  bool index_only);
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
 static ExecProcNodeMtd index_scan_exec = NULL;
@@ -2668,7 +2672,8 @@ index_scan_mask(IndexScanState *n, int natts)
 
 /*
  * Runs a scan node's first ExecProcNode call with `mask` as the columns its index fetch takes
- * when the node begins its index scan (PostgreSQL begins it lazily, inside that call): a
+ * (and, for an index-only scan, `index_only`: am/index.rs, set_index_only) when the node begins
+ * its index scan (PostgreSQL begins it lazily, inside that call): a
  * statement that fetches one row (most of TPC-C) copies only what it reads. The runtime keys
  * are computed first, as the node would (they may run subplans, whose own index scans must not
  * take the columns); nothing else begins an index fetch before the node's own. The pending
@@ -2677,20 +2682,20 @@ index_scan_mask(IndexScanState *n, int natts)
  */
 static TupleTableSlot *
 first_call_with_columns(PlanState *ps, ExecProcNodeMtd exec, Relation rel, bool *mask,
-						int natts, bool keys_pending)
+						int natts, bool keys_pending, bool index_only)
 {
 	TupleTableSlot *volatile r = NULL;
 
 	if (keys_pending)
 		ExecReScan(ps);
-	scoot_index_fetch_pending_columns(RelationGetRelid(rel), mask, natts);
+	scoot_index_fetch_pending_columns(RelationGetRelid(rel), mask, natts, index_only);
 	PG_TRY();
 	{
 		r = exec(ps);
 	}
 	PG_FINALLY();
 	{
-		scoot_index_fetch_pending_columns(InvalidOid, NULL, 0);
+		scoot_index_fetch_pending_columns(InvalidOid, NULL, 0, false);
 	}
 	PG_END_TRY();
 	return r;
@@ -2713,7 +2718,7 @@ scoot_index_scan_exec(PlanState *ps)
 	{
 		mask = index_scan_mask(n, natts);
 		r = first_call_with_columns(ps, index_scan_exec, n->ss.ss_currentRelation, mask, natts,
-									n->iss_NumRuntimeKeys != 0 && !n->iss_RuntimeKeysReady);
+									n->iss_NumRuntimeKeys != 0 && !n->iss_RuntimeKeysReady, false);
 	}
 	else
 		r = index_scan_exec(ps);
@@ -2731,9 +2736,13 @@ scoot_index_scan_exec(PlanState *ps)
 
 /*
  * ExecIndexOnlyScan, with the fetch's columns (none) set when the node begins its index scan, as
- * for index scans. An index-only scan fetches a scoot row only to learn whether it is visible (a
- * scoot table has no visibility map) and clears the table slot at once; its values come from the
- * index tuple.
+ * for index scans. An index-only scan fetches a scoot row only to learn whether it is visible
+ * and clears the table slot at once; its values come from the index tuple. PostgreSQL asks the
+ * visibility map first, which a scoot table does not have (every entry is fetched), so once its
+ * index scan has begun the fetch is marked index-only: entries whose row lies in a block VACUUM
+ * found all-visible are answered from the block's horizon without reading the row
+ * (am/index.rs, root_all_visible), and those answers are taken back out of the node's "Heap
+ * Fetches" count, which PostgreSQL raised before asking.
  */
 static TupleTableSlot *
 scoot_index_only_scan_exec(PlanState *ps)
@@ -2747,7 +2756,8 @@ scoot_index_only_scan_exec(PlanState *ps)
 	{
 		mask = palloc0(sizeof(bool) * Max(natts, 1));
 		r = first_call_with_columns(ps, index_only_scan_exec, n->ss.ss_currentRelation, mask,
-									natts, n->ioss_NumRuntimeKeys != 0 && !n->ioss_RuntimeKeysReady);
+									natts, n->ioss_NumRuntimeKeys != 0 && !n->ioss_RuntimeKeysReady,
+									true);
 	}
 	else
 		r = index_only_scan_exec(ps);
@@ -2757,6 +2767,20 @@ scoot_index_only_scan_exec(PlanState *ps)
 		if (mask == NULL)
 			mask = palloc0(sizeof(bool) * Max(natts, 1));
 		scoot_index_fetch_set_columns(n->ioss_ScanDesc->xs_heapfetch, mask, natts);
+	}
+	if (n->ioss_ScanDesc != NULL && n->ioss_ScanDesc->xs_heapfetch != NULL)
+	{
+		struct IndexFetchTableData *fetch = n->ioss_ScanDesc->xs_heapfetch;
+
+		if (!scoot_index_fetch_is_index_only(fetch))
+			scoot_index_fetch_set_index_only(fetch);
+		else
+		{
+			uint64		skipped = scoot_index_fetch_take_skipped(fetch);
+
+			if (skipped > 0 && ps->instrument != NULL)
+				ps->instrument->ntuples2 -= (double) skipped;
+		}
 	}
 	if (mask != NULL)
 		pfree(mask);

@@ -205,21 +205,45 @@ pub unsafe extern "C" fn scoot_index_fetch_set_columns(
 }
 
 /// The next index fetch begun on table `relid` reads only the columns whose `mask` entry is set
-/// (an index scan node's first call, which begins its scan); `InvalidOid` withdraws it.
+/// (an index scan node's first call, which begins its scan), and serves an index-only scan if
+/// `index_only`; `InvalidOid` withdraws it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn scoot_index_fetch_pending_columns(
     relid: pg_sys::Oid,
     mask: *const bool,
     natts: i32,
+    index_only: bool,
 ) {
     unsafe {
         if relid == pg_sys::InvalidOid || mask.is_null() {
             am::index::set_pending_columns(None);
         } else {
             let m = std::slice::from_raw_parts(mask, natts.max(0) as usize);
-            am::index::set_pending_columns(Some((relid, m.to_vec())));
+            am::index::set_pending_columns(Some((relid, m.to_vec(), index_only)));
         }
     }
+}
+
+/// `fetch` serves an index-only scan (`am::index::set_index_only`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_index_fetch_set_index_only(fetch: *mut pg_sys::IndexFetchTableData) {
+    unsafe { am::index::set_index_only(fetch) }
+}
+
+/// Is `fetch` marked by [`scoot_index_fetch_set_index_only`]?
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_index_fetch_is_index_only(
+    fetch: *mut pg_sys::IndexFetchTableData,
+) -> bool {
+    unsafe { am::index::is_index_only(fetch) }
+}
+
+/// Fetches of an index-only scan answered without reading the row since the last call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_index_fetch_take_skipped(
+    fetch: *mut pg_sys::IndexFetchTableData,
+) -> u64 {
+    unsafe { am::index::take_skipped(fetch) }
 }
 
 /// Has [`scoot_index_fetch_set_columns`] been called on `fetch`?
