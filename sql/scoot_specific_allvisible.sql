@@ -78,6 +78,8 @@ BEGIN
       r := r || 'Index Only Scan rows=' || substring(l from 'actual rows=(\d+)');
     ELSIF l ~ 'Heap Fetches' THEN
       r := r || ', ' || ltrim(l);
+    ELSIF l ~ 'Scoot Snapshot' THEN
+      r := r || ', reads an image';
     END IF;
   END LOOP;
   RETURN r;
@@ -88,6 +90,10 @@ SELECT fetches_of('SELECT count(*) FROM av WHERE a >= 990') AS scoot,
        fetches_of('SELECT count(*) FROM avh WHERE a >= 990') AS heap;
 SET scoot.custom_scan = on;
 SELECT fetches_of('SELECT count(*) FROM av WHERE a >= 990') AS scoot_custom_scan;
+-- an OLAP snapshot image's all-visible blocks likewise (the statement reads an image)
+SET scoot.olap = on;
+SELECT fetches_of('SELECT count(*) FROM av WHERE a >= 990') AS scoot_image;
+RESET scoot.olap;
 -- a transaction's own changes clear the horizon of the block they touch: its rows are read
 -- again, and the scan sees the changes (deleted rows gone, the new one there) as heap's does
 BEGIN;

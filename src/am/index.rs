@@ -888,6 +888,22 @@ unsafe fn fetch_image_ready(
             ffi::exec_clear_tuple(slot);
             return false;
         };
+        // an index-only scan's entry whose chain starts in a block all visible to the image:
+        // its first member is the version the image sees (visible, so not replaced by an update
+        // the image sees), and the node wants nothing of it but that; the image does not change,
+        // so this is [`root_all_visible`] without its races (redirects included)
+        if f.index_only && s.table.block(rb).is_some_and(|b| b.all_visible) {
+            let table = s.table.clone();
+            let mut first_all_visible = false;
+            super::snapread::walk_chain(s, rb, rs, false, |lb, _, _, _| {
+                first_all_visible = table.block(lb).is_some_and(|b| b.all_visible);
+                true
+            });
+            if first_all_visible {
+                f.skipped += 1;
+                return true;
+            }
+        }
         ffi::pgstat_count_pages_hit(rel, 1);
         let xids = mvcc::ImageXids::new(s.image.snap);
         // the columns the plan reads are known: a one-row batch with just those (the others
