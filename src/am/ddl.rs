@@ -360,10 +360,12 @@ pub unsafe extern "C-unwind" fn relation_estimate_size(
             let density = ((pg_sys::BLCKSZ as i32 - 24) * fillfactor / 100 / width.max(1)) as f64;
             (density * curpages as f64).round()
         };
-        // an index-only scan of a scoot table reads every row it returns in the arena (scoot keeps
-        // no visibility map), so with the scoot-aware planning of `scoot.custom_scan` on the planner
-        // charges it the row fetches of a plain index scan, and a full index-only scan no longer
-        // looks cheaper than a ScootScan; with it off, plans stay heap's (VACUUM's all-visible
+        // an index-only scan of a scoot table skips the rows of all-visible blocks as heap's skips
+        // the pages its visibility map marks (am/index.rs, root_all_visible), but with the
+        // scoot-aware planning of `scoot.custom_scan` on the planner still charges it the row
+        // fetches of a plain index scan: told the all-visible share, it read whole tables for
+        // aggregates through parallel index-only scans, where a ScootScan is several times faster
+        // (sql/scoot_specific_plans); with it off, plans stay heap's (VACUUM's all-visible
         // count). ANALYZE (autovacuum's too) overwrites pg_class's count with the visibility map's,
         // which is 0 for a table without one, where heap's stays what VACUUM left: the blocks still
         // all visible now count as well

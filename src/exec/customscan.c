@@ -1225,8 +1225,9 @@ compare_total_cost(const ListCell *a, const ListCell *b)
  * time. So nested loops that fetch many rows through an index looked cheaper than a hash join
  * over a scan, and ran slower: CH Q12 probes order_line's primary key for every order (264k
  * rows, 290 ms); its hash join over a ScootScan of order_line takes 100 ms. Each parameterized
- * index path of a scoot relation (the inner side of a nested loop; index-only ones too: without a
- * visibility map every row is fetched) gets scoot.index_fetch_cost per row it fetches per loop
+ * index path of a scoot relation (the inner side of a nested loop; index-only ones too, which skip
+ * the rows of all-visible blocks but are costed as if they did not: see relation_estimate_size in
+ * src/am/ddl.rs) gets scoot.index_fetch_cost per row it fetches per loop
  * (its index selectivity times the relation's rows, shared among a parallel path's workers). A
  * point lookup fetches a row or a few: its plans do not change.
  *
