@@ -30,3 +30,29 @@ RESET enable_seqscan; RESET enable_bitmapscan;
 VACUUM hot_s;
 SELECT count(*), sum(v), min(k), max(k) FROM hot_s;
 DROP TABLE hot_s, hot_sizes;
+-- opportunistic pruning tells the statistics what it reclaimed (heap_page_prune_opt's
+-- pgstat_update_heap_dead_tuples): n_dead_tup does not keep counting pruned versions, and
+-- autovacuum is not started for them (with scoot.opportunistic_prune off every one stays dead)
+CREATE TABLE hot_dt (id int PRIMARY KEY, v int) USING scoot WITH (autovacuum_enabled = off);
+CREATE TABLE hot_dt_off (id int PRIMARY KEY, v int) USING scoot WITH (autovacuum_enabled = off);
+INSERT INTO hot_dt SELECT g, 0 FROM generate_series(1, 10) g;
+INSERT INTO hot_dt_off SELECT g, 0 FROM generate_series(1, 10) g;
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+\set ECHO none
+\o /dev/null
+SELECT 'UPDATE hot_dt SET v = v + 1 WHERE id = 3' FROM generate_series(1, 200) \gexec
+-- an older snapshot elsewhere (an autovacuum ANALYZE of another table) can hold pruning back for
+-- a moment: read the row again a few times (each read prunes its chain while it is long)
+SELECT 'SELECT pg_sleep(0.2), v FROM hot_dt WHERE id = 3' FROM generate_series(1, 5) \gexec
+SET scoot.opportunistic_prune = off;
+SELECT 'UPDATE hot_dt_off SET v = v + 1 WHERE id = 3' FROM generate_series(1, 200) \gexec
+\o
+\set ECHO all
+-- (still without pruning: this read would prune hot_dt_off's chain, and report it)
+SELECT (SELECT v FROM hot_dt WHERE id = 3) AS v, (SELECT v FROM hot_dt_off WHERE id = 3) AS v_off;
+SELECT pg_stat_force_next_flush();
+SELECT relname, n_tup_upd, n_dead_tup < 100 AS few_dead FROM pg_stat_user_tables
+WHERE relname IN ('hot_dt', 'hot_dt_off') ORDER BY 1;
+RESET scoot.opportunistic_prune;
+RESET enable_seqscan; RESET enable_bitmapscan;
+DROP TABLE hot_dt, hot_dt_off;

@@ -279,7 +279,10 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
         match keep_target {
             Some((lb, ls)) if (lb, ls) != (rb, rs) => {
                 let tid = crate::storage::tid_of(lb, ls);
-                storage::make_redirect(&root, rs, (crate::ffi::tid_page(&tid), tid.ip_posid))
+                storage::make_redirect(&root, rs, (crate::ffi::tid_page(&tid), tid.ip_posid));
+                if root_state == ST_NORMAL {
+                    count_removed(1);
+                }
             }
             Some(_) => return false,
             None => storage::make_dead(&root, rs),
@@ -298,10 +301,40 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
                 && h.xmin == xmin
             {
                 storage::free_slot(&l, s);
+                count_removed(1);
             }
         }
     }
     whole_chain_dead
+}
+
+thread_local! {
+    /// Row versions pruning removed in this backend since [`take_removed`] last asked: a root
+    /// version replaced by a redirect, and every heap-only member freed (a root marked DEAD is
+    /// not counted: it stays a dead row until VACUUM, as heap's LP_DEAD items do).
+    static REMOVED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+fn count_removed(n: u32) {
+    REMOVED.with(|c| c.set(c.get().saturating_add(n)));
+}
+
+/// Row versions removed by pruning since the last call (and resets the count).
+fn take_removed() -> u32 {
+    REMOVED.with(|c| c.replace(0))
+}
+
+/// Runs opportunistic pruning `f` of `rel` and tells the statistics collector how many dead
+/// row versions it reclaimed, as heap_page_prune_opt does (pgstat_update_heap_dead_tuples):
+/// without it `n_dead_tup` counts every superseded version until the next VACUUM, and
+/// autovacuum runs as if none had been pruned.
+fn pruning_reported(rel: pg_sys::Relation, f: impl FnOnce()) {
+    take_removed();
+    f();
+    let n = take_removed();
+    if n > 0 {
+        unsafe { pg_sys::pgstat_update_heap_dead_tuples(rel, n.min(i32::MAX as u32) as i32) };
+    }
 }
 
 /// What [`local_chain`] found for one chain of a block held exclusively.
@@ -431,16 +464,21 @@ fn prune_root_locked(
         LocalChain::Keep => {}
         LocalChain::Spill => return false,
         LocalChain::Remove { last_dead, keep } => {
+            let root_version = l.row(rs).state() == ST_NORMAL;
             match keep {
                 Some(k) => {
                     let tid = crate::storage::tid_of(b, k);
                     storage::make_redirect(l, rs, (ffi::tid_page(&tid), tid.ip_posid));
+                    if root_version {
+                        count_removed(1);
+                    }
                 }
                 None => storage::make_dead(l, rs),
             }
             for &s in &members[..=last_dead] {
                 if s != rs {
                     storage::free_slot(l, s);
+                    count_removed(1);
                 }
             }
         }
@@ -834,7 +872,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
                 && tabledir::arena_block(t, rb)
                     .is_some_and(|ab| storage::nearly_full(crate::storage::arena::block_desc(ab))));
         if may_prune() && mvcc_snap && prune {
-            prune_root(t, rb, rs, &|h| classify_globalvis(h, vistest));
+            pruning_reported(rel, || prune_root(t, rb, rs, &|h| classify_globalvis(h, vistest)));
         }
         if found.is_none() {
             ffi::exec_clear_tuple(slot);
@@ -1063,7 +1101,7 @@ pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
     }
     d.obsolete.store(0, std::sync::atomic::Ordering::Relaxed);
     let vistest = unsafe { pg_sys::GlobalVisTestFor(rel) };
-    prune_block(t, b, &|h| classify_globalvis(h, vistest));
+    pruning_reported(rel, || prune_block(t, b, &|h| classify_globalvis(h, vistest)));
 }
 
 /// Prunes the version chains rooted in block `b` of `t` with a fixed horizon (`oldest_xmin`:
