@@ -527,10 +527,10 @@ struct IndexFetch {
     /// holds the block's lock, instead of locking it again when the slot is read (all columns
     /// before [`set_fetch_columns`])
     eager: usize,
-    /// fetched for an index-only scan ([`set_index_only`]): the row's values are not wanted,
+    /// fetched for an index-only scan ([`index_only_skipped`]): the row's values are not wanted,
     /// only whether a version is visible, so a root in an all-visible block needs no fetch
     index_only: bool,
-    /// fetches answered that way since [`take_skipped`] last asked (EXPLAIN's "Heap Fetches")
+    /// fetches answered that way since [`index_only_skipped`] last asked (EXPLAIN's "Heap Fetches")
     skipped: u64,
 }
 
@@ -560,21 +560,16 @@ pub unsafe fn set_fetch_columns(data: *mut pg_sys::IndexFetchTableData, mask: &[
     }
 }
 
-/// This fetch serves an index-only scan: the node only asks whether the entry's row is visible
-/// and clears the slot at once, so [`index_fetch_tuple`] may answer from the block's all-visible
-/// horizon without reading the row (see [`root_all_visible`]).
-pub unsafe fn set_index_only(data: *mut pg_sys::IndexFetchTableData) {
-    unsafe { (*(data as *mut IndexFetch)).index_only = true }
-}
-
-/// Is this fetch marked by [`set_index_only`]?
-pub unsafe fn is_index_only(data: *mut pg_sys::IndexFetchTableData) -> bool {
-    unsafe { (*(data as *mut IndexFetch)).index_only }
-}
-
-/// Fetches answered without reading the row since the last call (and resets the count).
-pub unsafe fn take_skipped(data: *mut pg_sys::IndexFetchTableData) -> u64 {
-    unsafe { std::mem::take(&mut (*(data as *mut IndexFetch)).skipped) }
+/// Marks this fetch as serving an index-only scan (the node only asks whether the entry's row is
+/// visible and clears the slot at once, so [`index_fetch_tuple`] may answer from all-visible
+/// horizons without reading the row, see [`root_all_visible`]) and returns the fetches answered
+/// that way since the last call (resetting the count): called after each of the node's calls.
+pub unsafe fn index_only_skipped(data: *mut pg_sys::IndexFetchTableData) -> u64 {
+    unsafe {
+        let f = &mut *(data as *mut IndexFetch);
+        f.index_only = true;
+        std::mem::take(&mut f.skipped)
+    }
 }
 
 /// Does the index entry (local block `lb`, slot `s`) name a chain with a version that every MVCC
@@ -872,7 +867,9 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
                 && tabledir::arena_block(t, rb)
                     .is_some_and(|ab| storage::nearly_full(crate::storage::arena::block_desc(ab))));
         if may_prune() && mvcc_snap && prune {
-            pruning_reported(rel, || prune_root(t, rb, rs, &|h| classify_globalvis(h, vistest)));
+            pruning_reported(rel, || {
+                prune_root(t, rb, rs, &|h| classify_globalvis(h, vistest))
+            });
         }
         if found.is_none() {
             ffi::exec_clear_tuple(slot);
@@ -1101,7 +1098,9 @@ pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
     }
     d.obsolete.store(0, std::sync::atomic::Ordering::Relaxed);
     let vistest = unsafe { pg_sys::GlobalVisTestFor(rel) };
-    pruning_reported(rel, || prune_block(t, b, &|h| classify_globalvis(h, vistest)));
+    pruning_reported(rel, || {
+        prune_block(t, b, &|h| classify_globalvis(h, vistest))
+    });
 }
 
 /// Prunes the version chains rooted in block `b` of `t` with a fixed horizon (`oldest_xmin`:

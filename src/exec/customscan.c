@@ -2480,9 +2480,7 @@ scoot_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
 extern void scoot_bitmap_set_columns(TableScanDesc scan, const bool *mask, int natts);
 extern void scoot_index_fetch_set_columns(struct IndexFetchTableData *fetch, const bool *mask, int natts);
 extern bool scoot_index_fetch_columns_set(struct IndexFetchTableData *fetch);
-extern void scoot_index_fetch_set_index_only(struct IndexFetchTableData *fetch);
-extern bool scoot_index_fetch_is_index_only(struct IndexFetchTableData *fetch);
-extern uint64 scoot_index_fetch_take_skipped(struct IndexFetchTableData *fetch);
+extern uint64 scoot_index_fetch_index_only(struct IndexFetchTableData *fetch);
 extern void scoot_index_fetch_pending_columns(Oid relid, const bool *mask, int natts,
 											  bool index_only);
 
@@ -2673,7 +2671,7 @@ index_scan_mask(IndexScanState *n, int natts)
 
 /*
  * Runs a scan node's first ExecProcNode call with `mask` as the columns its index fetch takes
- * (and, for an index-only scan, `index_only`: am/index.rs, set_index_only) when the node begins
+ * (and, for an index-only scan, `index_only`: am/index.rs, index_only_skipped) when the node begins
  * its index scan (PostgreSQL begins it lazily, inside that call): a
  * statement that fetches one row (most of TPC-C) copies only what it reads. The runtime keys
  * are computed first, as the node would (they may run subplans, whose own index scans must not
@@ -2771,17 +2769,11 @@ scoot_index_only_scan_exec(PlanState *ps)
 	}
 	if (n->ioss_ScanDesc != NULL && n->ioss_ScanDesc->xs_heapfetch != NULL)
 	{
-		struct IndexFetchTableData *fetch = n->ioss_ScanDesc->xs_heapfetch;
+		/* marks the fetch (a parallel scan's was begun without the pending flag) */
+		uint64		skipped = scoot_index_fetch_index_only(n->ioss_ScanDesc->xs_heapfetch);
 
-		if (!scoot_index_fetch_is_index_only(fetch))
-			scoot_index_fetch_set_index_only(fetch);
-		else
-		{
-			uint64		skipped = scoot_index_fetch_take_skipped(fetch);
-
-			if (skipped > 0 && ps->instrument != NULL)
-				ps->instrument->ntuples2 -= (double) skipped;
-		}
+		if (skipped > 0 && ps->instrument != NULL)
+			ps->instrument->ntuples2 -= (double) skipped;
 	}
 	if (mask != NULL)
 		pfree(mask);

@@ -224,26 +224,13 @@ pub unsafe extern "C" fn scoot_index_fetch_pending_columns(
     }
 }
 
-/// `fetch` serves an index-only scan (`am::index::set_index_only`).
+/// `fetch` serves an index-only scan; returns its fetches answered without reading the row since
+/// the last call (`am::index::index_only_skipped`).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scoot_index_fetch_set_index_only(fetch: *mut pg_sys::IndexFetchTableData) {
-    unsafe { am::index::set_index_only(fetch) }
-}
-
-/// Is `fetch` marked by [`scoot_index_fetch_set_index_only`]?
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn scoot_index_fetch_is_index_only(
-    fetch: *mut pg_sys::IndexFetchTableData,
-) -> bool {
-    unsafe { am::index::is_index_only(fetch) }
-}
-
-/// Fetches of an index-only scan answered without reading the row since the last call.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn scoot_index_fetch_take_skipped(
+pub unsafe extern "C" fn scoot_index_fetch_index_only(
     fetch: *mut pg_sys::IndexFetchTableData,
 ) -> u64 {
-    unsafe { am::index::take_skipped(fetch) }
+    unsafe { am::index::index_only_skipped(fetch) }
 }
 
 /// Has [`scoot_index_fetch_set_columns`] been called on `fetch`?
