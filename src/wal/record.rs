@@ -469,7 +469,8 @@ pub fn log_block(t: TableRef, lb: u32, b: u32, ranges: &[(u32, u32)], conflict: 
     let ranges = if pairs.is_empty() {
         ranges
     } else {
-        let cand = copy_candidates(block, &pairs);
+        let cand = unsafe { &mut *(&raw mut REC_CAND) };
+        copy_candidates(block, &pairs, ranges, cand);
         split_copies(block, ranges, cand, cps, rest);
         if cps.is_empty() {
             ranges
@@ -508,12 +509,27 @@ pub fn log_block(t: TableRef, lb: u32, b: u32, ranges: &[(u32, u32)], conflict: 
 /// run around it another run header).
 const MIN_COPY: u32 = 16;
 
+/// Does `[a, a + len)` meet one of `ranges` (sorted, disjoint)?
+fn meets(ranges: &[(u32, u32)], a: u32, len: u32) -> bool {
+    // the first range ending after `a`
+    let i = ranges.partition_point(|r| r.0 as u64 + r.1 as u64 <= a as u64);
+    i < ranges.len() && (ranges[i].0 as u64) < a as u64 + len as u64
+}
+
 /// The cells and payloads of each new row of `pairs` (new slot, old slot) that may repeat its
-/// old version's: (destination, length, source) block offsets, unverified. Fixed cells of at
-/// least [`MIN_COPY`] bytes (`char(n)` columns, 128-bit decimals) and variable-length payloads
-/// of equal length (the entries themselves differ: they point at different offsets).
-fn copy_candidates(block: &[u8], pairs: &[(u32, u32)]) -> Vec<(u32, u32, u32)> {
-    let mut out = Vec::new();
+/// old version's, into `out`: (destination, length, source) block offsets, unverified. Fixed
+/// cells of at least [`MIN_COPY`] bytes (`char(n)` columns, 128-bit decimals) and
+/// variable-length payloads of equal length (the entries themselves differ: they point at
+/// different offsets). Only destinations that meet the changed `ranges` (sorted, disjoint): a
+/// cell the row write left as it was (a reused slot that already held those bytes) is not in
+/// the record at all, and looking at its source would only load the old version's cache lines.
+fn copy_candidates(
+    block: &[u8],
+    pairs: &[(u32, u32)],
+    ranges: &[(u32, u32)],
+    out: &mut Vec<(u32, u32, u32)>,
+) {
+    out.clear();
     let bs = block.len();
     let blk = BlockRef {
         base: block.as_ptr() as *mut u8,
@@ -523,7 +539,7 @@ fn copy_candidates(block: &[u8], pairs: &[(u32, u32)]) -> Vec<(u32, u32, u32)> {
     if h.magic != crate::storage::block::BLOCK_MAGIC
         || crate::storage::block::header_size(natts) > bs
     {
-        return out;
+        return;
     }
     for &(new, old) in pairs {
         if new >= h.capacity || old >= h.capacity {
@@ -543,15 +559,15 @@ fn copy_candidates(block: &[u8], pairs: &[(u32, u32)]) -> Vec<(u32, u32, u32)> {
                 let (o1, l1) = blk.var_entry(c, new);
                 let (o0, l0) = blk.var_entry(c, old);
                 let len = l1 & VAR_LEN_MASK;
-                if l1 == l0 && len >= MIN_COPY && o1 != o0 {
+                if l1 == l0 && len >= MIN_COPY && o1 != o0 && meets(ranges, o1, len) {
                     out.push((o1, len, o0));
                 }
-            } else if c.width as u32 >= MIN_COPY {
+            } else if c.width as u32 >= MIN_COPY && meets(ranges, cell(new) as u32, c.width as u32)
+            {
                 out.push((cell(new) as u32, c.width as u32, cell(old) as u32));
             }
         }
     }
-    out
 }
 
 /// Splits the changed `ranges` (sorted, disjoint) of `block` into copy runs and what stays
@@ -562,24 +578,22 @@ fn copy_candidates(block: &[u8], pairs: &[(u32, u32)]) -> Vec<(u32, u32, u32)> {
 fn split_copies(
     block: &[u8],
     ranges: &[(u32, u32)],
-    mut cand: Vec<(u32, u32, u32)>,
+    cand: &mut [(u32, u32, u32)],
     copies: &mut Vec<(u32, u32, u32)>,
     rest: &mut Vec<(u32, u32)>,
 ) {
     copies.clear();
     rest.clear();
     let bs = block.len() as u64;
-    let overlaps = |a: u32, len: u32| -> bool {
-        // the first range ending after `a`
-        let i = ranges.partition_point(|r| r.0 as u64 + r.1 as u64 <= a as u64);
-        i < ranges.len() && (ranges[i].0 as u64) < a as u64 + len as u64
-    };
     cand.sort_unstable();
-    for (dst, len, src) in cand {
+    for &(dst, len, src) in cand.iter() {
         let (d, sr) = (dst as usize, src as usize);
+        // cheapest first: a destination outside the ranges has nothing to copy, and then the
+        // source's bytes are not read at all
         if dst as u64 + len as u64 > bs
             || src as u64 + len as u64 > bs
-            || overlaps(src, len)
+            || !meets(ranges, dst, len)
+            || meets(ranges, src, len)
             || block[d..d + len as usize] != block[sr..sr + len as usize]
         {
             continue;
@@ -629,6 +643,7 @@ static mut REC_BUF: Vec<u8> = Vec::new();
 static mut REC_RUNS: Vec<(u32, u32, bool)> = Vec::new();
 static mut REC_COPIES: Vec<(u32, u32, u32)> = Vec::new();
 static mut REC_REST: Vec<(u32, u32)> = Vec::new();
+static mut REC_CAND: Vec<(u32, u32, u32)> = Vec::new();
 
 /// `changes::LOG_COMPACT`.
 pub fn log_compact(t: TableRef, lb: u32, hwm: u32) {
@@ -1016,7 +1031,7 @@ mod tests {
             (2300, 32),
             (3000, 20),
         ];
-        let cand = vec![
+        let mut cand = vec![
             (2000u32, 40u32, 1000u32), // whole candidate covered: one copy
             (2100, 24, 1100),          // equal: copied
             (2200, 10, 1200),          // shorter than MIN_COPY: data
@@ -1025,7 +1040,7 @@ mod tests {
             (4090, 20, 100),           // past the block end: dropped
         ];
         let (mut copies, mut rest) = (Vec::new(), Vec::new());
-        split_copies(&after, &ranges, cand, &mut copies, &mut rest);
+        split_copies(&after, &ranges, &mut cand, &mut copies, &mut rest);
         assert_eq!(copies, vec![(2000, 40, 1000), (2100, 24, 1100)]);
         assert_eq!(rest, vec![(2200, 10), (2300, 32), (3000, 20)]);
         // a candidate only partly inside a range: the covered part; neighbours merge
@@ -1033,7 +1048,7 @@ mod tests {
         split_copies(
             &after,
             &[(2010, 30), (2100, 24)],
-            vec![(2000, 40, 1000), (2100, 24, 1100)],
+            &mut [(2000, 40, 1000), (2100, 24, 1100)],
             &mut c2,
             &mut r2,
         );
@@ -1045,7 +1060,7 @@ mod tests {
         split_copies(
             &adj,
             &[(2000, 60)],
-            vec![(2040, 20, 1040), (2000, 40, 1000)],
+            &mut [(2040, 20, 1040), (2000, 40, 1000)],
             &mut c3,
             &mut r3,
         );
