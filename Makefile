@@ -11,6 +11,7 @@
 #   make bench-analytic  analytic scans heap vs scoot -> bench/results/analytic.{md,json}
 #   make bench-tpch      TPC-H SF1, 22 queries, heap vs scoot -> bench/results/tpch.{md,json}
 #   make bench-ch        CH-benCHmark (go-tpc ch: TPC-C + 22 analytic queries) -> bench/results/ch.{md,json}
+#   make bench-tpcc      TPC-C alone (the same script, no analytic thread) -> bench/results/tpcc.{md,json}
 #   make bench-load      bulk loads (COPY, INSERT ... SELECT) heap vs scoot -> bench/results/load.{md,json}
 #   make bench-arrow     Arrow export of TPC-H lineitem vs ADBC/ConnectorX/psycopg -> bench/results/arrow.{md,json}
 #   make bench-floor     pgbench TPC-B on heap and scoot next to the no-storage floor -> bench/results/oltp_floor.{md,tsv}
@@ -24,7 +25,7 @@ PG_CONFIG ?= $(shell command -v pg_config 2>/dev/null || echo /usr/lib/postgresq
 export PG_CONFIG
 CARGO ?= cargo
 
-.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-ch bench-load bench-arrow bench-durability bench-floor setup cluster-start cluster-stop
+.PHONY: all package install installcheck check test demo bench bench-olap bench-analytic bench-tpch bench-ch bench-tpcc bench-load bench-arrow bench-durability bench-floor setup cluster-start cluster-stop
 
 all: package
 
@@ -57,6 +58,9 @@ bench-tpch:
 
 bench-ch:
 	bash scripts/ch_bench.sh
+
+bench-tpcc:
+	CH_AP_THREADS=0 CH_RESULT=tpcc bash scripts/ch_bench.sh
 
 bench-load:
 	bash scripts/load_bench.sh

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Report of scripts/ch_bench.sh (CH-benCHmark with go-tpc): bench/results/ch.{md,json}.
+"""Report of scripts/ch_bench.sh (CH-benCHmark with go-tpc): bench/results/ch.{md,json}, or
+$CH_RESULT.{md,json} (`make bench-tpcc`: tpcc.{md,json}, TPC-C alone, no analytic thread).
 
 Reads go-tpc's final summary from OUTD/run-<engine>.log: the `[Summary]` lines per TPC-C
 transaction and per analytic query (count, total and average ms), `tpmC: ...` and `QphH: ...`.
@@ -52,7 +53,9 @@ for e in ("heap", "scoot", "scoot_nice"):
 nice = os.environ.get("CH_NICE", "10")
 if "scoot_nice" in res["engines"]:
     res["engines"]["scoot_nice"]["olap_nice"] = int(nice)
-with open(os.path.join(resd, "ch.json"), "w") as f:
+name = os.environ.get("CH_RESULT", "ch")
+alone = int(ap) == 0
+with open(os.path.join(resd, name + ".json"), "w") as f:
     json.dump(res, f, indent=1)
 
 h = res["engines"].get("heap", {})
@@ -78,7 +81,8 @@ def row(name, key):
 
 head = "| metric | heap | " + " | ".join(f"{label[e]} | {label[e]}/heap" for e in others) + " |"
 lines = [
-    "# CH-benCHmark (go-tpc `ch`), heap vs scoot (`make bench-ch`)",
+    "# TPC-C alone (go-tpc `ch` with no analytic thread), heap vs scoot (`make bench-tpcc`)"
+    if alone else "# CH-benCHmark (go-tpc `ch`), heap vs scoot (`make bench-ch`)",
     "",
     f"git {git}; go-tpc v1.0.9 `ch` workload (TPC-C + the 22 CH analytic queries, PostgreSQL driver), "
     f"{wh} warehouse(s), {th} TPC-C threads + {ap} analytic thread(s), {tm} per engine, one cluster "
@@ -93,19 +97,24 @@ lines = [
     "|---|---:|" + "---:|---:|" * len(others),
     row("tpmC (NewOrder per minute)", "tpmC"),
     row("tpmTotal", "tpmTotal"),
-    row("QphH (analytic queries per hour)", "QphH"),
+    *([] if alone else [row("QphH (analytic queries per hour)", "QphH")]),
     "| failed transactions / queries (go-tpc `_ERR`; NEW_ORDER's 1% are TPC-C's intended rollbacks, "
     "a query cut off at the end of the run counts too) | " + str(errs(h)) + " | "
     + " | ".join(f"{errs(res['engines'][e])} | " for e in others) + " |",
     "",
-    "Per analytic query: runs and average ms (lower is better); heap/x > 1: x faster.",
+    ("Per transaction type" if alone else "Per analytic query")
+    + ": runs and average ms (lower is better); heap/x > 1: x faster.",
     "",
-    "| query | heap runs | heap avg ms | " + " | ".join(
+    f"| {'transaction' if alone else 'query'} | heap runs | heap avg ms | " + " | ".join(
         f"{label[e]} runs | {label[e]} avg ms | heap/{label[e].split(',')[0]}" for e in others) + " |",
     "|---|---:|---:|" + "---:|---:|---:|" * len(others),
 ]
-qs = sorted({k for e in res["engines"].values() for k in e.get("ops", {}) if re.fullmatch(r"Q\d+", k)},
-            key=lambda q: int(q[1:]))
+if alone:
+    qs = sorted({k for e in res["engines"].values() for k in e.get("ops", {})
+                 if re.fullmatch(r"[A-Z_]+", k) and not k.endswith("_ERR")})
+else:
+    qs = sorted({k for e in res["engines"].values() for k in e.get("ops", {})
+                 if re.fullmatch(r"Q\d+", k)}, key=lambda q: int(q[1:]))
 for q in qs:
     a = h.get("ops", {}).get(q, {})
     cells = [str(a.get("count", "")), str(a.get("avg_ms", ""))]
@@ -114,5 +123,5 @@ for q in qs:
         r = f"{a['avg_ms'] / b['avg_ms']:.2f}x" if a.get("avg_ms") and b.get("avg_ms") else "n/a"
         cells += [str(b.get("count", "")), str(b.get("avg_ms", "")), r]
     lines.append(f"| {q} | " + " | ".join(cells) + " |")
-open(os.path.join(resd, "ch.md"), "w").write("\n".join(lines) + "\n")
+open(os.path.join(resd, name + ".md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

@@ -8,7 +8,9 @@
 # with `scoot.olap_nice` (CH_NICE, 10) as well: backends reading OLAP snapshots run at that nice
 # value, so the kernel prefers the OLTP backends when the CPUs are short.
 # Results: bench/results/ch.{md,json}; raw go-tpc output in bench/results/tmp-ch/ (git-ignored).
-# Knobs: CH_WAREHOUSES (1), CH_THREADS (2 OLTP), CH_AP_THREADS (1 analytic), CH_TIME (120s per
+# `make bench-tpcc` runs it with CH_AP_THREADS=0 and CH_RESULT=tpcc: TPC-C alone, the transactional
+# side without the analytic thread competing for the CPUs (bench/results/tpcc.{md,json}).
+# Knobs: CH_RESULT (ch: the results' file name), CH_WAREHOUSES (1), CH_THREADS (2 OLTP), CH_AP_THREADS (1 analytic), CH_TIME (120s per
 # engine), CH_ENGINES ("heap scoot"; add scoot_nice for the third run), CH_NICE (10), GO_TPC (the go-tpc binary; installed with `go install` when
 # missing), SKIP_SETUP, SKIP_BUILD.
 set -euo pipefail
