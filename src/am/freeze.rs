@@ -18,11 +18,12 @@ fn freeze_table(rel: pg_sys::Oid) -> i64 {
         let t = tabledir::resolve(r);
         let horizon = freeze::horizon();
         let (mut frozen, mut not_yet) = (0i64, 0i64);
+        let mut pruned = 0u64;
         for (lb, _) in tabledir::blocks_of(t) {
             pg_sys::check_for_interrupts!();
             let mut out = freeze::freeze_block(t, lb, horizon, true);
             if out == Outcome::Prunable {
-                crate::am::index::prune_block_horizon(t, lb, horizon);
+                pruned += crate::am::index::prune_block_horizon(t, lb, horizon) as u64;
                 out = freeze::freeze_block(t, lb, horizon, true);
             }
             match out {
@@ -30,6 +31,10 @@ fn freeze_table(rel: pg_sys::Oid) -> i64 {
                 Outcome::NotYet | Outcome::Prunable => not_yet += 1,
                 Outcome::AlreadyFrozen | Outcome::Busy => {}
             }
+        }
+        // the versions pruned first count as reclaimed, as opportunistic pruning reports them
+        if pruned > 0 {
+            pg_sys::pgstat_update_heap_dead_tuples(r, pruned.min(i32::MAX as u64) as i32);
         }
         if not_yet > 0 {
             ereport!(

@@ -337,6 +337,20 @@ fn pruning_reported(rel: pg_sys::Relation, f: impl FnOnce()) {
     }
 }
 
+/// Reports the row versions the background freezer pruned in `t` since the last report (see
+/// `TableEntry::pruned_unreported`) as reclaimed dead versions of `rel`: called as a scan or an
+/// index fetch of the table begins (one relaxed load when there is nothing to report).
+pub fn report_background_pruning(rel: pg_sys::Relation, t: TableRef) {
+    let e = t.entry();
+    if e.pruned_unreported.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return;
+    }
+    let n = e.pruned_unreported.swap(0, std::sync::atomic::Ordering::Relaxed);
+    if n > 0 {
+        unsafe { pg_sys::pgstat_update_heap_dead_tuples(rel, n.min(i32::MAX as u32) as i32) };
+    }
+}
+
 /// What [`local_chain`] found for one chain of a block held exclusively.
 enum LocalChain {
     /// nothing to remove (or the chain is inconsistent: left alone, as `prune_chain` does)
@@ -678,6 +692,7 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(
 ) -> *mut pg_sys::IndexFetchTableData {
     boundary(|| unsafe {
         let t = tabledir::resolve(rel);
+        report_background_pruning(rel, t);
         let f = pg_sys::palloc0(std::mem::size_of::<IndexFetch>()) as *mut IndexFetch;
         (*f).base.rel = rel;
         (*f).t = t;
@@ -1106,13 +1121,19 @@ pub fn maybe_prune_block(rel: pg_sys::Relation, t: TableRef, b: u32) {
 /// Prunes the version chains rooted in block `b` of `t` with a fixed horizon (`oldest_xmin`:
 /// versions deleted by transactions before it are dead to everyone), as VACUUM's first pass
 /// does: the freezer's step before it freezes a block that still holds dead versions.
-pub fn prune_block_horizon(t: TableRef, b: u32, oldest_xmin: u32) {
+/// Returns the number of row versions reclaimed, as opportunistic pruning counts them for the
+/// statistics (`count_removed`).
+pub fn prune_block_horizon(t: TableRef, b: u32, oldest_xmin: u32) -> u32 {
     let classify = |h: &RowHdr| match mvcc::htsv(h, oldest_xmin) {
         Htsv::Dead => Prune::Dead,
         Htsv::RecentlyDead => Prune::Recent,
         _ => Prune::Keep,
     };
+    let before = take_removed();
     prune_block(t, b, &classify);
+    let n = take_removed();
+    count_removed(before);
+    n
 }
 
 /// Roots (slots that start a chain) of block `b`.

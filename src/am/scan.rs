@@ -242,6 +242,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
         if nkeys > 0 {
             super::unsupported("a scan with scan keys");
         }
+        super::index::report_background_pruning(rel, t);
         let scan = pg_sys::palloc0(std::mem::size_of::<ScootScan>()) as *mut ScootScan;
         (*scan).base.rs_rd = rel;
         (*scan).base.rs_snapshot = snapshot;

@@ -32,6 +32,11 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
 ) {
     boundary(|| unsafe {
         let t = tabledir::resolve(rel);
+        // VACUUM reports the dead versions it leaves: what the background freezer pruned
+        // before it is no longer news
+        t.entry()
+            .pruned_unreported
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         let p = &*params;
         let mut oldest_xmin = pg_sys::TransactionId::INVALID;
         let mut oldest_mxact = pg_sys::TransactionId::INVALID;

@@ -460,8 +460,14 @@ impl Worker {
                     let lb = d.local.load(Ordering::Acquire);
                     let mut out = crate::txn::freeze::freeze_block(tref, lb, h, false);
                     if out == crate::txn::freeze::Outcome::Prunable {
-                        // dead versions first (as VACUUM would), then the block can freeze
-                        crate::am::index::prune_block_horizon(tref, lb, h);
+                        // dead versions first (as VACUUM would), then the block can freeze; the
+                        // next backend to read the table reports them to the statistics
+                        let n = crate::am::index::prune_block_horizon(tref, lb, h);
+                        if n > 0 && tref.is_current() {
+                            tref.entry()
+                                .pruned_unreported
+                                .fetch_add(n, Ordering::Relaxed);
+                        }
                         out = crate::txn::freeze::freeze_block(tref, lb, h, false);
                     }
                     if out != crate::txn::freeze::Outcome::Frozen {

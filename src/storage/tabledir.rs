@@ -60,6 +60,10 @@ pub struct TableEntry {
     pub rows_inserted: AtomicU64,
     /// `relpersistence` of the relation (`b'p'`, `b'u'`, `b't'`): only permanent tables write WAL.
     pub persistence: AtomicU32,
+    /// Row versions the background freezer pruned and could not report to the statistics (it
+    /// has no Relation): the next scan or index fetch of the table reports them
+    /// (`am::index::report_background_pruning`); VACUUM, which counts the truth, drops them.
+    pub pruned_unreported: AtomicU32,
 }
 
 pub fn entry_size() -> usize {
@@ -170,6 +174,7 @@ pub fn create(key: &RelKey, relid: u32, persistence: u8) -> TableRef {
             e.relid.store(relid, Ordering::Relaxed);
             e.rows_inserted.store(0, Ordering::Relaxed);
             e.needs_truncate.store(0, Ordering::Relaxed);
+            e.pruned_unreported.store(0, Ordering::Relaxed);
             e.persistence.store(persistence as u32, Ordering::Relaxed);
             e.state.store(E_USED, Ordering::Release);
             return TableRef { id, gen };
