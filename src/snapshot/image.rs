@@ -82,6 +82,13 @@ impl Drop for Image {
 }
 
 thread_local! {
+    /// The table images of the last snapshot this backend read, by (table id, generation). Each
+    /// statement pins its image anew (a new [`Image`]), and building a table's image scans the
+    /// whole block catalog (every arena block): for short statements on OLAP snapshots (index
+    /// lookups) that scan was 7% of a point query. A snapshot's catalog never changes after it is
+    /// taken, and snapshot ids are not reused, so statements reading the same snapshot share them.
+    static LAST_TABLES: RefCell<(u64, HashMap<(u32, u32), Rc<TableImage>>)> =
+        RefCell::new((0, HashMap::new()));
     /// pins this process holds, per slot (a slot is pinned once in the registry)
     static PINS: RefCell<[u32; cow::MAX_SNAPSHOTS]> = const { RefCell::new([0; cow::MAX_SNAPSHOTS]) };
 }
@@ -175,6 +182,14 @@ impl Image {
         if let Some(ti) = self.tables.borrow().get(&t.id) {
             return ti.clone();
         }
+        let cached = LAST_TABLES.with(|c| {
+            let c = c.borrow();
+            (c.0 == self.id).then(|| c.1.get(&(t.id, t.gen)).cloned()).flatten()
+        });
+        if let Some(ti) = cached {
+            self.tables.borrow_mut().insert(t.id, ti.clone());
+            return ti;
+        }
         let owner = t.owner();
         let cat: &[CatEntry] = registry::catalog(self.slot);
         let mut blocks: Vec<ImgBlock> = Vec::new();
@@ -202,6 +217,13 @@ impl Image {
             nlocal,
         });
         self.tables.borrow_mut().insert(t.id, ti.clone());
+        LAST_TABLES.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.0 != self.id {
+                *c = (self.id, HashMap::new());
+            }
+            c.1.insert((t.id, t.gen), ti.clone());
+        });
         ti
     }
 
