@@ -85,7 +85,7 @@ thread_local! {
     /// The table images of the last snapshot this backend read, by (table id, generation). Each
     /// statement pins its image anew (a new [`Image`]), and building a table's image scans the
     /// whole block catalog (every arena block): for short statements on OLAP snapshots (index
-    /// lookups) that scan was 7% of a point query. A snapshot's catalog never changes after it is
+    /// lookups) that scan was about 8% of a point query. A snapshot's catalog never changes after it is
     /// taken, and snapshot ids are not reused, so statements reading the same snapshot share them.
     static LAST_TABLES: RefCell<(u64, HashMap<(u32, u32), Rc<TableImage>>)> =
         RefCell::new((0, HashMap::new()));
