@@ -33,9 +33,7 @@ fn freeze_table(rel: pg_sys::Oid) -> i64 {
             }
         }
         // the versions pruned first count as reclaimed, as opportunistic pruning reports them
-        if pruned > 0 {
-            pg_sys::pgstat_update_heap_dead_tuples(r, pruned.min(i32::MAX as u64) as i32);
-        }
+        crate::am::index::report_reclaimed(r, pruned);
         if not_yet > 0 {
             ereport!(
                 PgLogLevel::NOTICE,

@@ -309,7 +309,7 @@ pub fn prune_chain(t: TableRef, rb: u32, rs: u32, classify: &dyn Fn(&RowHdr) -> 
 }
 
 thread_local! {
-    /// Row versions pruning removed in this backend since [`take_removed`] last asked: a root
+    /// Row versions pruning removed in this backend within the current [`removed_by`]: a root
     /// version replaced by a redirect, and every heap-only member freed (a root marked DEAD is
     /// not counted: it stays a dead row until VACUUM, as heap's LP_DEAD items do).
     static REMOVED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -319,35 +319,36 @@ fn count_removed(n: u32) {
     REMOVED.with(|c| c.set(c.get().saturating_add(n)));
 }
 
-/// Row versions removed by pruning since the last call (and resets the count).
-fn take_removed() -> u32 {
-    REMOVED.with(|c| c.replace(0))
+/// Row versions pruning `f` removed (the count of an enclosing caller is kept).
+fn removed_by(f: impl FnOnce()) -> u32 {
+    let outer = REMOVED.with(|c| c.replace(0));
+    f();
+    REMOVED.with(|c| c.replace(outer))
 }
 
-/// Runs opportunistic pruning `f` of `rel` and tells the statistics collector how many dead
-/// row versions it reclaimed, as heap_page_prune_opt does (pgstat_update_heap_dead_tuples):
-/// without it `n_dead_tup` counts every superseded version until the next VACUUM, and
-/// autovacuum runs as if none had been pruned.
-fn pruning_reported(rel: pg_sys::Relation, f: impl FnOnce()) {
-    take_removed();
-    f();
-    let n = take_removed();
+/// Tells the statistics collector that `n` dead row versions of `rel` were reclaimed, as
+/// heap_page_prune_opt does (pgstat_update_heap_dead_tuples): without it `n_dead_tup` counts
+/// every superseded version until the next VACUUM, and autovacuum runs as if none had been
+/// pruned.
+pub fn report_reclaimed(rel: pg_sys::Relation, n: u64) {
     if n > 0 {
-        unsafe { pg_sys::pgstat_update_heap_dead_tuples(rel, n.min(i32::MAX as u32) as i32) };
+        unsafe { pg_sys::pgstat_update_heap_dead_tuples(rel, n.min(i32::MAX as u64) as i32) };
     }
+}
+
+/// Runs opportunistic pruning `f` of `rel` and reports what it reclaimed ([`report_reclaimed`]).
+fn pruning_reported(rel: pg_sys::Relation, f: impl FnOnce()) {
+    report_reclaimed(rel, removed_by(f) as u64);
 }
 
 /// Reports the row versions the background freezer pruned in `t` since the last report (see
 /// `TableEntry::pruned_unreported`) as reclaimed dead versions of `rel`: called as a scan or an
 /// index fetch of the table begins (one relaxed load when there is nothing to report).
 pub fn report_background_pruning(rel: pg_sys::Relation, t: TableRef) {
+    use std::sync::atomic::Ordering::Relaxed;
     let e = t.entry();
-    if e.pruned_unreported.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-        return;
-    }
-    let n = e.pruned_unreported.swap(0, std::sync::atomic::Ordering::Relaxed);
-    if n > 0 {
-        unsafe { pg_sys::pgstat_update_heap_dead_tuples(rel, n.min(i32::MAX as u32) as i32) };
+    if e.pruned_unreported.load(Relaxed) != 0 {
+        report_reclaimed(rel, e.pruned_unreported.swap(0, Relaxed) as u64);
     }
 }
 
@@ -1129,11 +1130,7 @@ pub fn prune_block_horizon(t: TableRef, b: u32, oldest_xmin: u32) -> u32 {
         Htsv::RecentlyDead => Prune::Recent,
         _ => Prune::Keep,
     };
-    let before = take_removed();
-    prune_block(t, b, &classify);
-    let n = take_removed();
-    count_removed(before);
-    n
+    removed_by(|| prune_block(t, b, &classify))
 }
 
 /// Roots (slots that start a chain) of block `b`.

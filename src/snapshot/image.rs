@@ -184,7 +184,8 @@ impl Image {
         }
         let cached = LAST_TABLES.with(|c| {
             let c = c.borrow();
-            (c.0 == self.id).then(|| c.1.get(&(t.id, t.gen)).cloned()).flatten()
+            let hit = c.1.get(&(t.id, t.gen)).filter(|_| c.0 == self.id);
+            hit.cloned()
         });
         if let Some(ti) = cached {
             self.tables.borrow_mut().insert(t.id, ti.clone());
