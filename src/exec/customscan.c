@@ -85,6 +85,10 @@ static set_rel_pathlist_hook_type prev_set_rel_pathlist = NULL;
 
 /* custompreagg.c */
 extern void scoot_preagg_paths(PlannerInfo *root, RelOptInfo *rel, RangeTblEntry *rte, Relation r);
+extern List *scoot_preagg_hash_join(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
+									RelOptInfo *innerrel, JoinType jointype,
+									JoinPathExtraData *extra);
+extern void scoot_preagg_restore_buckets(List *saved);
 
 #define SCOOT_JOIN_FILTER_MAX_KEYS 4
 #define SCOOT_KEY_MAX_TOKENS 15		/* tokens of one join filter key (storage/filter.rs KeyTok) */
@@ -3474,9 +3478,10 @@ drop_useless_memoize(PlannerInfo *root, List *paths)
 	}
 }
 
+/* The hash joins with a join filter on their outer ScootScan (see "Costing the join filter"). */
 static void
-scoot_set_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
-						RelOptInfo *innerrel, JoinType jointype, JoinPathExtraData *extra)
+join_filter_paths(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
+				  RelOptInfo *innerrel, JoinType jointype, JoinPathExtraData *extra)
 {
 	CustomPath *outer;
 	Path	   *inner;
@@ -3486,12 +3491,6 @@ scoot_set_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *oute
 				matched,
 				share;
 
-	if (prev_set_join_pathlist)
-		prev_set_join_pathlist(root, joinrel, outerrel, innerrel, jointype, extra);
-	if (!scoot_custom_scan_enabled())
-		return;
-	drop_useless_memoize(root, joinrel->pathlist);
-	drop_useless_memoize(root, joinrel->partial_pathlist);
 	if (!scoot_join_filter_enabled() || !enable_hashjoin)
 		return;
 	if (!(jointype == JOIN_INNER || jointype == JOIN_SEMI || jointype == JOIN_RIGHT))
@@ -3558,6 +3557,24 @@ scoot_set_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *oute
 	if (inner->parallel_safe)
 		add_filtered_hashjoin(root, joinrel, jointype, extra, hashclauses, outer, inner, share,
 							  false, true);
+}
+
+static void
+scoot_set_join_pathlist(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
+						RelOptInfo *innerrel, JoinType jointype, JoinPathExtraData *extra)
+{
+	List	   *buckets;
+
+	if (prev_set_join_pathlist)
+		prev_set_join_pathlist(root, joinrel, outerrel, innerrel, jointype, extra);
+	if (!scoot_custom_scan_enabled())
+		return;
+	drop_useless_memoize(root, joinrel->pathlist);
+	drop_useless_memoize(root, joinrel->partial_pathlist);
+	/* hash joins onto a ScootPreAgg inner side, with its buckets' true size (custompreagg.c) */
+	buckets = scoot_preagg_hash_join(root, joinrel, outerrel, innerrel, jointype, extra);
+	join_filter_paths(root, joinrel, outerrel, innerrel, jointype, extra);
+	scoot_preagg_restore_buckets(buckets);
 }
 
 void
