@@ -139,6 +139,67 @@ END $$;
 EXECUTE one_fc(100);
 DEALLOCATE one_fc; DEALLOCATE one_fh;
 
+-- plain Seq Scans (scoot.custom_scan = off, and tables of a few rows with it on) copy only the
+-- columns their plan reads too: projecting, handing their slot unprojected to a join (either
+-- side) or an aggregate, under a Sort or Hash (every column), rescanned as a nested loop's inner
+-- side or in a correlated subplan, whole rows, system columns, FOR UPDATE, parallel workers,
+-- a cursor's WHERE CURRENT OF, and as the scan of an UPDATE / DELETE
+RESET ALL; SET jit = off; SET max_parallel_workers_per_gather = 0; SET scoot.custom_scan = off;
+SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off;
+EXPLAIN (COSTS OFF) SELECT d.tag, f.q, f.t FROM drv d JOIN fc f ON f.k = d.k WHERE f.d > '2001-01-01';
+SELECT same($$SELECT d.tag, f.q, f.t FROM drv d JOIN TBL f ON f.k = d.k WHERE f.d > '2001-01-01'$$);
+SELECT same($$SELECT f.k, f.w, d.tag FROM TBL f JOIN drv d ON d.k = f.k AND f.flag <> d.tag$$);
+SELECT same($$SELECT q, code FROM TBL WHERE t LIKE 'ttt%' AND z = 4$$);
+SELECT same($$SELECT count(*) FROM TBL WHERE pad LIKE 'p%' AND ok$$);
+EXPLAIN (COSTS OFF) SELECT flag, sum(q), max(pad) FROM fc GROUP BY flag;
+SELECT same($$SELECT flag, sum(q), count(t) FILTER (WHERE z > 3), max(pad) FROM TBL GROUP BY flag$$);
+SET enable_hashagg = off;
+SELECT same($$SELECT a % 5, sum(w), min(code) FROM TBL GROUP BY a % 5 HAVING sum(big) > 0$$);
+RESET enable_hashagg;
+SELECT same($$SELECT d.tag, f FROM drv d JOIN TBL f ON f.k = d.k$$);
+SELECT same($$SELECT f.xmin::text::bigint > 2, f.cmin::text, f.ctid IS NOT NULL, f.tableoid <> 0, f.d FROM TBL f WHERE f.a = 3$$);
+SELECT same($$SELECT k, t FROM (SELECT * FROM TBL WHERE a = 7 ORDER BY w DESC, k) s$$);
+SELECT same($$SELECT d.k, (SELECT max(f.code) FROM TBL f WHERE f.a = d.a AND f.z = 3) FROM drv d WHERE d.k < 3000$$);
+SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_material = off;
+EXPLAIN (COSTS OFF) SELECT d.tag, f.w FROM drv d JOIN fc f ON f.k = d.k + 1 WHERE d.k < 200;
+SELECT same($$SELECT d.tag, f.w, f.code FROM drv d JOIN TBL f ON f.k = d.k + 1 WHERE d.k < 200$$);
+RESET enable_hashjoin; RESET enable_mergejoin; RESET enable_material;
+BEGIN;
+SELECT same($$SELECT k, q FROM TBL WHERE z = 9 AND a < 20 FOR UPDATE$$);
+COMMIT;
+SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+EXPLAIN (COSTS OFF) SELECT z, sum(q), max(t) FROM fc GROUP BY z;
+SELECT same($$SELECT z, sum(q), max(t) FROM TBL GROUP BY z$$);
+SELECT same($$SELECT k, code FROM TBL WHERE w > 4000 AND flag = 'N'$$);
+RESET max_parallel_workers_per_gather; RESET parallel_setup_cost; RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size; SET max_parallel_workers_per_gather = 0;
+BEGIN;
+DECLARE sc_fc CURSOR FOR SELECT k FROM fc WHERE a = 42 ORDER BY k FOR UPDATE;
+DECLARE sc_fh CURSOR FOR SELECT k FROM fh WHERE a = 42 ORDER BY k FOR UPDATE;
+FETCH 3 FROM sc_fc; FETCH 3 FROM sc_fh;
+UPDATE fc SET t = 'cursor', q = q * 2 WHERE CURRENT OF sc_fc;
+UPDATE fh SET t = 'cursor', q = q * 2 WHERE CURRENT OF sc_fh;
+COMMIT;
+UPDATE fc SET w = w + 1, code = code || 'u' WHERE z = 5 AND a < 50;
+UPDATE fh SET w = w + 1, code = code || 'u' WHERE z = 5 AND a < 50;
+DELETE FROM fc WHERE z = 6 AND a > 95;
+DELETE FROM fh WHERE z = 6 AND a > 95;
+SELECT same($$SELECT * FROM TBL$$);
+-- with custom scans on, a table of a few rows is read by a plain Seq Scan
+RESET scoot.custom_scan;
+CREATE TABLE few (id int, note text, v numeric(10,2), n int) USING scoot;
+CREATE TABLE few_h (LIKE few) USING heap;
+INSERT INTO few VALUES (1, 'one', 1.5, 10), (2, NULL, 2.25, 20), (3, 'three', NULL, 30);
+INSERT INTO few_h SELECT * FROM few;
+ANALYZE few, few_h;
+EXPLAIN (COSTS OFF) SELECT f.k, x.note FROM fc f JOIN few x ON x.id = f.a WHERE f.k < 100;
+SELECT f.k, x.note, x.v FROM fc f JOIN few x ON x.id = f.a WHERE f.k < 400 ORDER BY 1;
+SELECT f.k, x.note, x.v FROM fh f JOIN few_h x ON x.id = f.a WHERE f.k < 400 ORDER BY 1;
+SELECT n, v FROM few WHERE note IS NULL OR v > 2 ORDER BY n;
+DROP TABLE few, few_h;
+RESET ALL; SET jit = off; SET max_parallel_workers_per_gather = 0;
+
 -- writes through such scans: UPDATE ... FROM and DELETE ... USING with index nested loops
 RESET ALL; SET jit = off; SET enable_hashjoin = off; SET enable_mergejoin = off; SET enable_seqscan = off;
 UPDATE fc f SET q = f.q + 1, t = d.tag FROM drv d WHERE f.k = d.k AND d.a < 50;

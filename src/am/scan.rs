@@ -547,6 +547,15 @@ pub fn set_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
     st.eager = mask.iter().rposition(|&m| m).map(|i| i + 1).unwrap_or(0);
 }
 
+/// Restricts a plain Seq Scan's batches to the columns whose `mask` entry is set (the others
+/// read as NULL): for Seq Scan nodes whose scan slot is read only by their own quals and target
+/// list, or by a join or aggregate above that reads the columns it names (see customscan.c,
+/// `node_columns`). Unlike [`set_columns`], system columns stay readable and the columns are
+/// still copied when a row asks for them.
+pub fn set_plain_columns(scan: pg_sys::TableScanDesc, mask: &[bool]) {
+    state(scan).batch.mask = mask.to_vec();
+}
+
 /// Copies at most the first `ncols` columns on entering a block (see `scoot_scan_set_eager`).
 pub fn set_eager(scan: pg_sys::TableScanDesc, ncols: usize) {
     let st = state(scan);

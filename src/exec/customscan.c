@@ -2478,10 +2478,16 @@ scoot_init_worker(CustomScanState *node, shm_toc *toc, void *coordinate)
  *   as many places of its block, so the fetches are told which columns to copy; the others read
  *   as NULL. A whole-row reference, or a node that hands its scan slot up unprojected, reads
  *   every column.
+ * - Plain Seq Scans likewise (a table of a few rows, every scan with `scoot.custom_scan = off`):
+ *   PostgreSQL's slots deform a row up to the last column asked for, which costs a heap tuple a
+ *   walk over the columns before it, but costs a scoot batch a conversion of each of those
+ *   columns (a numeric is rebuilt from its scaled integer): `count(*) ... WHERE l_comment LIKE`
+ *   over a lineitem-like table converted the four numerics before l_comment on every row.
  *
  * Subplans and parallel workers (whose ExecutorStart runs this hook too) included.
  */
 extern void scoot_bitmap_set_columns(TableScanDesc scan, const bool *mask, int natts);
+extern void scoot_seq_scan_set_columns(TableScanDesc scan, const bool *mask, int natts);
 extern void scoot_index_fetch_set_columns(struct IndexFetchTableData *fetch, const bool *mask, int natts);
 extern bool scoot_index_fetch_columns_set(struct IndexFetchTableData *fetch);
 extern uint64 scoot_index_fetch_index_only(struct IndexFetchTableData *fetch);
@@ -2491,6 +2497,7 @@ extern void scoot_index_fetch_pending_columns(Oid relid, const bool *mask, int n
 static ExecutorStart_hook_type prev_executor_start = NULL;
 static ExecProcNodeMtd index_scan_exec = NULL;
 static ExecProcNodeMtd index_only_scan_exec = NULL;
+static ExecProcNodeMtd seq_scan_exec = NULL;
 
 /* Is `tlist` the physical target list of a relation with `natts` columns (column i at i)? */
 static bool
@@ -2785,6 +2792,34 @@ scoot_index_only_scan_exec(PlanState *ps)
 }
 
 /*
+ * ExecSeqScan, with the scan's columns set before it reads a row, on the node's first call:
+ * PostgreSQL begins a scan that is not parallel inside that call (SeqNext), so it is begun here
+ * first, the same way; a parallel one was begun by ExecSeqScanInitializeDSM / Worker. Then the
+ * node runs PostgreSQL's own function directly (rescans keep the scan and its columns).
+ */
+static TupleTableSlot *
+scoot_seq_scan_exec(PlanState *ps)
+{
+	SeqScanState *n = (SeqScanState *) ps;
+	Relation	rel = n->ss.ss_currentRelation;
+	int			natts = RelationGetDescr(rel)->natts;
+	bool	   *mask;
+
+	if (n->ss.ss_currentScanDesc == NULL)
+		n->ss.ss_currentScanDesc = table_beginscan(rel, ps->state->es_snapshot, 0, NULL);
+	mask = node_columns(ps, ((Scan *) ps->plan)->scanrelid, NIL, NIL, natts);
+	if (mask != NULL)
+	{
+		scoot_seq_scan_set_columns(n->ss.ss_currentScanDesc, mask, natts);
+		pfree(mask);
+	}
+	ps->ExecProcNodeReal = seq_scan_exec;
+	if (ps->ExecProcNode == scoot_seq_scan_exec)
+		ps->ExecProcNode = seq_scan_exec;
+	return seq_scan_exec(ps);
+}
+
+/*
  * A ScootScan, ScootPreAgg or ScootAgg under a private Hash node writes its rows into the table
  * (hashbuild.c).
  */
@@ -2869,6 +2904,8 @@ adjust_scan_nodes(PlanState *ps, void *context)
 		wrap_scan_exec((ScanState *) ps, &index_scan_exec, scoot_index_scan_exec);
 	else if (IsA(ps, IndexOnlyScanState))
 		wrap_scan_exec((ScanState *) ps, &index_only_scan_exec, scoot_index_only_scan_exec);
+	else if (IsA(ps, SeqScanState))
+		wrap_scan_exec((ScanState *) ps, &seq_scan_exec, scoot_seq_scan_exec);
 	return planstate_tree_walker(ps, adjust_scan_nodes, context);
 }
 

@@ -191,6 +191,19 @@ pub unsafe extern "C" fn scoot_bitmap_set_columns(
     }
 }
 
+/// A plain Seq Scan of a scoot table reads only the columns whose `mask` entry is set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scoot_seq_scan_set_columns(
+    scan: pg_sys::TableScanDesc,
+    mask: *const bool,
+    natts: i32,
+) {
+    unsafe {
+        let m = std::slice::from_raw_parts(mask, natts.max(0) as usize);
+        am::scan::set_plain_columns(scan, m);
+    }
+}
+
 /// An index scan's fetches from a scoot table read only the columns whose `mask` entry is set.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn scoot_index_fetch_set_columns(
