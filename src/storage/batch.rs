@@ -381,11 +381,18 @@ impl Batch {
         let datum = if def.memo_set[h] && def.memo_key[h] == v {
             def.memo_val[h]
         } else {
-            encoding::i64_to_numeric(v, def.scale, &mut self.num);
+            let mut fast = [0u8; encoding::SHORT_PAYLOAD_MAX];
+            let payload = match encoding::i64_numeric_payload(v, def.scale, &mut fast) {
+                Some(len) => &fast[..len],
+                None => {
+                    encoding::i64_to_numeric(v, def.scale, &mut self.num);
+                    &self.num[..]
+                }
+            };
             let mut pos = r * def.per;
             // SAFETY: row r's `per` bytes of `buf` (allocated for every row) are its own
             let datum =
-                unsafe { row::put_varlena(def.buf, &mut pos, def.align, def.short_ok, &self.num) };
+                unsafe { row::put_varlena(def.buf, &mut pos, def.align, def.short_ok, payload) };
             debug_assert!(pos <= (r + 1) * def.per);
             def.memo_key[h] = v;
             def.memo_val[h] = datum;
