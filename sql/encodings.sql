@@ -124,4 +124,18 @@ INSERT INTO enc_arr_h (a, e) SELECT ARRAY[g::int2], ARRAY[g * 0.5, g * 0.25]::fl
 SELECT sum(e[1] + e[2])::numeric, sum(array_length(e, 1)) FROM enc_arr_s;
 SELECT sum(e[1] + e[2])::numeric, sum(array_length(e, 1)) FROM enc_arr_h;
 
+-- the values a scan hands out: numerics rebuilt from scaled integers get a 4-byte varlena header
+-- (numeric's functions read their arguments unpacked: a 1-byte header, which heap's stored
+-- numerics have, is copied out on every call); a numeric stored as-is (u), char(n) and varchar
+-- keep heap's 1-byte form. So pg_column_size() of a scaled column is 3 bytes more than heap's.
+SELECT s.k, pg_column_size(s.n2) - pg_column_size(h.n2) AS n2, pg_column_size(s.w) - pg_column_size(h.w) AS w,
+       pg_column_size(s.u) - pg_column_size(h.u) AS u, pg_column_size(s.c5) - pg_column_size(h.c5) AS c5,
+       pg_column_size(s.v16) - pg_column_size(h.v16) AS v16
+FROM enc_s s JOIN enc_h h USING (k) WHERE k IN (1, 7, 9) ORDER BY k;
+BEGIN;
+SET LOCAL scoot.custom_scan = off;
+SELECT k, pg_column_size(n2) AS n2, pg_column_size(w) AS w FROM enc_s WHERE k IN (1, 7, 9) ORDER BY k;
+COMMIT;
+SELECT k, pg_column_size(n2) AS n2, pg_column_size(w) AS w FROM enc_h WHERE k IN (1, 7, 9) ORDER BY k;
+
 DROP TABLE enc_s, enc_h, enc_arr_s, enc_arr_h;

@@ -255,17 +255,17 @@ impl Batch {
             match c.kind {
                 KIND_FIXED if c.byval != 0 => self.fill_byval(b, c),
                 KIND_DEC64 if self.rows.len() >= MEMO_MIN_ROWS => unsafe {
-                    self.fill_deferred(b, c, i, row::short_ok(td, i))
+                    self.fill_deferred(b, c, i, row::scan_short_ok(td, i, c))
                 },
                 // the memo costs a few KiB of set-up: only worth it for a block's rows, not
                 // for the one row of an index fetch
                 KIND_DEC64 | KIND_DEC128 if self.rows.len() >= MEMO_MIN_ROWS => unsafe {
-                    self.fill_memo(b, c, row::short_ok(td, i))
+                    self.fill_memo(b, c, row::scan_short_ok(td, i, c))
                 },
                 KIND_CHARN if c.width <= 16 && self.rows.len() >= MEMO_MIN_ROWS => unsafe {
-                    self.fill_memo(b, c, row::short_ok(td, i))
+                    self.fill_memo(b, c, row::scan_short_ok(td, i, c))
                 },
-                _ => unsafe { self.fill_any(b, c, row::short_ok(td, i)) },
+                _ => unsafe { self.fill_any(b, c, row::scan_short_ok(td, i, c)) },
             }
         }
         if need > self.ncols {
