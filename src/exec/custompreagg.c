@@ -87,6 +87,10 @@ extern char *scoot_block_filter(RelOptInfo *rel, Expr *clause, char **describe, 
 extern char *scoot_describe_filters(List *described);
 extern Oid scoot_btree_opfamily(Oid typ);
 
+extern bool scoot_hash_clause_sides(RestrictInfo *ri, RelOptInfo *joinrel, RelOptInfo *outerrel,
+									RelOptInfo *innerrel, JoinType jointype, Expr **outer_side,
+									Expr **inner_side);
+
 /* customagg.c */
 extern char *scoot_agg_type_code(Oid typ, int32 typmod, bool key);
 
@@ -1327,29 +1331,13 @@ scoot_preagg_hash_join(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outer
 	foreach(lc, keys)
 		keyatts = bms_add_member(keyatts, ((Var *) lfirst(lc))->varattno);
 
-	/* the hash clauses, as hash_inner_and_outer picks them */
+	/* the hash clauses (customscan.c) */
 	foreach(lc, extra->restrictlist)
 	{
 		RestrictInfo *ri = (RestrictInfo *) lfirst(lc);
 		Expr	   *side;
 
-		if (IS_OUTER_JOIN(jointype) && RINFO_IS_PUSHED_DOWN(ri, joinrel->relids))
-			continue;
-		if (!ri->can_join || ri->hashjoinoperator == InvalidOid)
-			continue;
-		if (bms_is_subset(ri->left_relids, outerrel->relids) &&
-			bms_is_subset(ri->right_relids, innerrel->relids))
-		{
-			ri->outer_is_left = true;
-			side = (Expr *) get_rightop(ri->clause);
-		}
-		else if (bms_is_subset(ri->left_relids, innerrel->relids) &&
-				 bms_is_subset(ri->right_relids, outerrel->relids))
-		{
-			ri->outer_is_left = false;
-			side = (Expr *) get_leftop(ri->clause);
-		}
-		else
+		if (!scoot_hash_clause_sides(ri, joinrel, outerrel, innerrel, jointype, NULL, &side))
 			continue;
 		hashclauses = lappend(hashclauses, ri);
 		while (IsA(side, RelabelType))

@@ -89,6 +89,9 @@ extern List *scoot_preagg_hash_join(PlannerInfo *root, RelOptInfo *joinrel, RelO
 									RelOptInfo *innerrel, JoinType jointype,
 									JoinPathExtraData *extra);
 extern void scoot_preagg_restore_buckets(List *saved);
+bool		scoot_hash_clause_sides(RestrictInfo *ri, RelOptInfo *joinrel, RelOptInfo *outerrel,
+									RelOptInfo *innerrel, JoinType jointype, Expr **outer_side,
+									Expr **inner_side);
 
 #define SCOOT_JOIN_FILTER_MAX_KEYS 4
 #define SCOOT_KEY_MAX_TOKENS 15		/* tokens of one join filter key (storage/filter.rs KeyTok) */
@@ -3515,6 +3518,35 @@ drop_useless_memoize(PlannerInfo *root, List *paths)
 	}
 }
 
+/*
+ * Is `ri` a hash clause of the join of `outerrel` and `innerrel`, as hash_inner_and_outer picks
+ * them (hashable, one side from each relation, not an outer join's pushed-down qual)? Then
+ * marks which side is the outer one and returns both sides' expressions (either may be NULL).
+ */
+bool
+scoot_hash_clause_sides(RestrictInfo *ri, RelOptInfo *joinrel, RelOptInfo *outerrel,
+						RelOptInfo *innerrel, JoinType jointype, Expr **outer_side,
+						Expr **inner_side)
+{
+	if (IS_OUTER_JOIN(jointype) && RINFO_IS_PUSHED_DOWN(ri, joinrel->relids))
+		return false;
+	if (!ri->can_join || ri->hashjoinoperator == InvalidOid)
+		return false;
+	if (bms_is_subset(ri->left_relids, outerrel->relids) &&
+		bms_is_subset(ri->right_relids, innerrel->relids))
+		ri->outer_is_left = true;
+	else if (bms_is_subset(ri->left_relids, innerrel->relids) &&
+			 bms_is_subset(ri->right_relids, outerrel->relids))
+		ri->outer_is_left = false;
+	else
+		return false;
+	if (outer_side)
+		*outer_side = (Expr *) (ri->outer_is_left ? get_leftop(ri->clause) : get_rightop(ri->clause));
+	if (inner_side)
+		*inner_side = (Expr *) (ri->outer_is_left ? get_rightop(ri->clause) : get_leftop(ri->clause));
+	return true;
+}
+
 /* The hash joins with a join filter on their outer ScootScan (see "Costing the join filter"). */
 static void
 join_filter_paths(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
@@ -3546,23 +3578,7 @@ join_filter_paths(PlannerInfo *root, RelOptInfo *joinrel, RelOptInfo *outerrel,
 		RestrictInfo *ri = (RestrictInfo *) lfirst(lc);
 		Expr	   *outer_side;
 
-		if (IS_OUTER_JOIN(jointype) && RINFO_IS_PUSHED_DOWN(ri, joinrel->relids))
-			continue;
-		if (!ri->can_join || ri->hashjoinoperator == InvalidOid)
-			continue;
-		if (bms_is_subset(ri->left_relids, outerrel->relids) &&
-			bms_is_subset(ri->right_relids, innerrel->relids))
-		{
-			ri->outer_is_left = true;
-			outer_side = (Expr *) get_leftop(ri->clause);
-		}
-		else if (bms_is_subset(ri->left_relids, innerrel->relids) &&
-				 bms_is_subset(ri->right_relids, outerrel->relids))
-		{
-			ri->outer_is_left = false;
-			outer_side = (Expr *) get_rightop(ri->clause);
-		}
-		else
+		if (!scoot_hash_clause_sides(ri, joinrel, outerrel, innerrel, jointype, &outer_side, NULL))
 			continue;
 		if (!join_filter_key(outer_side, outerrel, ri->hashjoinoperator))
 			return;				/* the filter needs every key (the join hashes them all) */
