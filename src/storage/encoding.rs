@@ -178,6 +178,19 @@ where
     *n - start
 }
 
+/// The 2-byte header of a short-format numeric payload.
+fn short_header(neg: bool, weight: i32, scale: u32) -> u16 {
+    NUMERIC_SHORT
+        | if neg { NUMERIC_SHORT_SIGN_MASK } else { 0 }
+        | ((scale as u16) << NUMERIC_SHORT_DSCALE_SHIFT)
+        | (weight as u16 & NUMERIC_SHORT_WEIGHT_MASK)
+        | if weight < 0 {
+            NUMERIC_SHORT_WEIGHT_SIGN_MASK
+        } else {
+            0
+        }
+}
+
 /// Writes the canonical numeric payload (PostgreSQL's `make_result`) of `v / 10^scale`. No heap
 /// allocation (it runs once per value a scan returns); 64-bit arithmetic when the value fits.
 fn from_scaled(v: i128, scale: u32, nan: i128, out: &mut Vec<u8>) {
@@ -219,15 +232,7 @@ fn from_scaled(v: i128, scale: u32, nan: i128, out: &mut Vec<u8>) {
         (neg, weight)
     };
     // every value of precision <= 38 fits the short format (dscale <= 63, |weight| small)
-    let header = NUMERIC_SHORT
-        | if neg { NUMERIC_SHORT_SIGN_MASK } else { 0 }
-        | ((scale as u16) << NUMERIC_SHORT_DSCALE_SHIFT)
-        | (weight as u16 & NUMERIC_SHORT_WEIGHT_MASK)
-        | if weight < 0 {
-            NUMERIC_SHORT_WEIGHT_SIGN_MASK
-        } else {
-            0
-        };
+    let header = short_header(neg, weight, scale);
     out.reserve(2 + 2 * digits.len());
     out.extend_from_slice(&header.to_le_bytes());
     for d in digits {
@@ -289,22 +294,14 @@ pub fn i64_numeric_payload(v: i64, scale: u32, out: &mut [u8; SHORT_PAYLOAD_MAX]
     }
     if n == 0 {
         // zero: no digits, weight 0, positive (make_result)
-        let header = NUMERIC_SHORT | ((scale as u16) << NUMERIC_SHORT_DSCALE_SHIFT);
+        let header = short_header(false, 0, scale);
         out[..2].copy_from_slice(&header.to_le_bytes());
         return Some(2);
     }
     // the most significant digit is not zero (the loop stops there); trailing zeros go
     let lo = rev.iter().take_while(|&&d| d == 0).count();
     let weight = n as i32 - 1 - nfrac as i32;
-    let header = NUMERIC_SHORT
-        | if v < 0 { NUMERIC_SHORT_SIGN_MASK } else { 0 }
-        | ((scale as u16) << NUMERIC_SHORT_DSCALE_SHIFT)
-        | (weight as u16 & NUMERIC_SHORT_WEIGHT_MASK)
-        | if weight < 0 {
-            NUMERIC_SHORT_WEIGHT_SIGN_MASK
-        } else {
-            0
-        };
+    let header = short_header(v < 0, weight, scale);
     out[..2].copy_from_slice(&header.to_le_bytes());
     let mut len = 2;
     for k in (lo..n).rev() {
@@ -374,7 +371,11 @@ mod tests {
             r ^= r << 17;
             vals.push((r >> (r % 50)) as i64);
         }
-        vals.extend([(u64::MAX / 1000) as i64, (u64::MAX / 1000) as i64 + 1, i64::MAX]);
+        vals.extend([
+            (u64::MAX / 1000) as i64,
+            (u64::MAX / 1000) as i64 + 1,
+            i64::MAX,
+        ]);
         let (mut general, mut fast) = (Vec::new(), [0u8; SHORT_PAYLOAD_MAX]);
         let mut checked = 0;
         for &v in &vals {
@@ -387,9 +388,9 @@ mod tests {
                             assert_eq!(&fast[..len], &general[..], "{v} scale {scale}");
                             checked += 1;
                         }
-                        None => assert!(
-                            scale > 16 || v.unsigned_abs() > u64::MAX / 1000 || v == NAN64
-                        ),
+                        None => {
+                            assert!(scale > 16 || v.unsigned_abs() > u64::MAX / 1000 || v == NAN64)
+                        }
                     }
                 }
             }
